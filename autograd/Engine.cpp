@@ -1,0 +1,335 @@
+#include "autograd/Engine.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/GradMode.h"
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+
+namespace loom {
+namespace autograd {
+namespace {
+
+struct GraphTask;
+
+struct NodeTask {
+  std::shared_ptr<GraphTask> task;
+  std::shared_ptr<Node> node;
+  std::vector<Tensor> inputs;
+};
+
+// Later nodes first: backward runs roughly in reverse order of forward, and
+// leaves' accumulators (sequence_nr = max) as soon as they are ready.
+struct LaterFirst {
+  bool operator()(const NodeTask& a, const NodeTask& b) const {
+    return a.node->sequence_nr() < b.node->sequence_nr();
+  }
+};
+using NodeQueue = std::priority_queue<NodeTask, std::vector<NodeTask>, LaterFirst>;
+
+// The seed of a backward pass: forwards the root gradients along its edges.
+class GraphRoot final : public Node {
+ public:
+  explicit GraphRoot(std::vector<Tensor> grads) : grads_(std::move(grads)) {}
+  std::string name() const override { return "GraphRoot"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return grads_; }
+
+ private:
+  std::vector<Tensor> grads_;
+};
+
+struct GraphTask {
+  bool keep_graph = false;
+  bool create_graph = false;
+  bool exec_all = true;  // false for grad(): run only what leads to a capture
+  Device owner;          // nodes on this device run on the calling thread
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  NodeQueue local;  // ready nodes for the calling thread
+  std::unordered_map<Node*, int> dependencies;
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::unordered_set<Node*> needed;  // when !exec_all
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
+  std::vector<Tensor> captured;
+  int outstanding = 0;
+  std::exception_ptr error;
+};
+
+// One engine thread per non-caller device, serving that device's ready queue.
+class DeviceWorker {
+ public:
+  explicit DeviceWorker(Device device) : device_(device) {
+    std::thread([this] { loop(); }).detach();
+  }
+  void push(NodeTask task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void loop();
+  Device device_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  NodeQueue queue_;
+};
+
+DeviceWorker& worker_for(Device device) {
+  static std::mutex mutex;
+  // Leaked on purpose: worker threads live for the whole process.
+  static auto* workers = new std::map<Device, DeviceWorker*>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = workers->find(device);
+  if (it == workers->end()) it = workers->emplace(device, new DeviceWorker(device)).first;
+  return *it->second;
+}
+
+// Hands a ready node to the thread of its device.  Caller holds task.mutex.
+void route(GraphTask& task, NodeTask nt) {
+  ++task.outstanding;
+  if (nt.node->device() == task.owner) {
+    task.local.push(std::move(nt));
+    task.cv.notify_all();
+  } else {
+    Device device = nt.node->device();
+    worker_for(device).push(std::move(nt));
+  }
+}
+
+bool should_run(const GraphTask& task, Node* node) {
+  return task.exec_all || task.needed.count(node) > 0;
+}
+
+void check_gradient(const Node& node, size_t i, const Tensor& grad, const OutputMeta& expected) {
+  LOOM_CHECK(grad.sizes() == expected.sizes, "Function ", node.name(),
+             " returned an invalid gradient at index ", i, " - got ", shape_str(grad.sizes()),
+             " but expected shape compatible with ", shape_str(expected.sizes));
+  LOOM_CHECK(grad.device() == expected.device, "Function ", node.name(),
+             " returned a gradient at index ", i, " on ", grad.device(), " but expected ",
+             expected.device);
+}
+
+// Runs one node and passes its gradients on.  Never throws: errors are stored
+// in the task and end the pass.
+void evaluate(NodeTask nt) {
+  GraphTask& task = *nt.task;
+  Node& node = *nt.node;
+  bool failed;
+  {
+    std::lock_guard<std::mutex> lock(task.mutex);
+    failed = task.error != nullptr;
+  }
+  std::vector<Tensor> outputs;
+  if (!failed) {
+    try {
+      AutoGradMode mode(task.create_graph);
+      std::vector<Tensor>& grads = nt.inputs;
+      grads.resize(node.outputs().size());
+      for (const auto& [output_nr, hooks] : node.pre_hooks()) {
+        if (output_nr >= grads.size() || !grads[output_nr].defined()) continue;
+        for (const auto& hook : hooks) {
+          Tensor replaced = hook(grads[output_nr]);
+          if (replaced.defined()) grads[output_nr] = replaced;
+        }
+      }
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (grads[i].defined()) continue;
+        const OutputMeta& m = node.outputs()[i];
+        grads[i] = zeros(m.sizes, TensorOptions(m.dtype).device(m.device));
+      }
+      outputs = node.apply(std::move(grads));
+      if (!task.keep_graph) node.release_saved();
+      const auto& edges = node.next_edges();
+      LOOM_CHECK(outputs.size() == edges.size() || edges.empty(), "Function ", node.name(),
+                 " returned ", outputs.size(), " gradients but expected ", edges.size());
+      for (size_t i = 0; i < edges.size(); ++i) {
+        if (!edges[i].is_valid() || !outputs[i].defined()) continue;
+        check_gradient(node, i, outputs[i], edges[i].node->outputs()[edges[i].input_nr]);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(task.mutex);
+      if (!task.error) task.error = std::current_exception();
+      failed = true;
+    }
+  }
+
+  std::lock_guard<std::mutex> lock(task.mutex);
+  try {
+    if (!failed && !task.error) {
+      const auto& edges = node.next_edges();
+      for (size_t i = 0; i < edges.size(); ++i) {
+        const Edge& e = edges[i];
+        if (!e.is_valid()) continue;
+        Node* next = e.node.get();
+        auto dep = task.dependencies.find(next);
+        if (dep == task.dependencies.end()) continue;
+        auto& buffer = task.buffers[next];
+        buffer.resize(next->outputs().size());
+        if (outputs[i].defined()) {
+          Tensor& slot = buffer[e.input_nr];
+          slot = slot.defined() ? slot + outputs[i] : outputs[i];
+        }
+        if (--dep->second > 0) continue;
+        std::vector<Tensor> ready = std::move(buffer);
+        task.buffers.erase(next);
+        auto cap = task.captures.find(next);
+        if (cap != task.captures.end())
+          for (const auto& [slot, index] : cap->second) task.captured[index] = ready[slot];
+        if (should_run(task, next)) route(task, NodeTask{nt.task, e.node, std::move(ready)});
+      }
+    }
+  } catch (...) {
+    if (!task.error) task.error = std::current_exception();
+  }
+  if (--task.outstanding == 0) task.cv.notify_all();
+}
+
+void DeviceWorker::loop() {
+  while (true) {
+    NodeTask nt;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return !queue_.empty(); });
+      nt = queue_.top();
+      queue_.pop();
+    }
+    evaluate(std::move(nt));
+  }
+}
+
+// Counts, for every node reachable from root, how many edges point at it;
+// marks the nodes that lead to a capture when not exec_all.
+void compute_dependencies(GraphTask& task, Node* root) {
+  std::vector<Node*> stack{root};
+  std::unordered_set<Node*> seen{root};
+  std::vector<Node*> order;  // discovery order, for the "needed" pass
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const Edge& e : n->next_edges()) {
+      if (!e.is_valid()) continue;
+      ++task.dependencies[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+  if (task.exec_all) return;
+  // A node is needed when an edge leads to a capture or to a needed node.
+  // Iterate to a fixed point (graphs are DAGs; this converges quickly).
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Node* n = *it;
+      if (task.needed.count(n)) continue;
+      for (const Edge& e : n->next_edges()) {
+        if (!e.is_valid()) continue;
+        if (task.captures.count(e.node.get()) || task.needed.count(e.node.get())) {
+          task.needed.insert(n);
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+}
+
+std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+                        bool keep_graph, bool create_graph, const std::vector<Tensor>* inputs) {
+  LOOM_CHECK(!roots.empty(), "backward: no tensors to differentiate");
+  LOOM_CHECK(grad_roots.empty() || grad_roots.size() == roots.size(), "backward: got ",
+             roots.size(), " tensors but ", grad_roots.size(), " gradients");
+  std::vector<Tensor> seeds;
+  std::vector<Tensor> seed_inputs;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    LOOM_CHECK(r.defined(), "backward: tensor ", i, " is undefined");
+    LOOM_CHECK(r.requires_grad(), "backward: element ", i,
+               " of tensors does not require grad and does not have a grad_fn ",
+               r.describe());
+    Tensor g = i < grad_roots.size() ? grad_roots[i] : Tensor();
+    if (!g.defined()) {
+      LOOM_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for scalar "
+                 "outputs; pass a gradient for ", r.describe());
+      g = ones_like(r);
+    }
+    LOOM_CHECK(g.sizes() == r.sizes(), "backward: gradient ", g.describe(),
+               " does not match the shape of tensor ", r.describe());
+    LOOM_CHECK(g.device() == r.device(), "backward: gradient is on ", g.device(),
+               " but the tensor is on ", r.device());
+    seeds.push_back(g);
+    seed_inputs.push_back(r);
+  }
+
+  auto task = std::make_shared<GraphTask>();
+  task->keep_graph = keep_graph;
+  task->create_graph = create_graph;
+  task->owner = roots[0].device();
+  auto root = std::make_shared<GraphRoot>(seeds);
+  for (const Tensor& r : seed_inputs) root->next_edges().push_back(gradient_edge(r));
+  root->set_device(task->owner);
+
+  if (inputs) {
+    task->exec_all = false;
+    task->captured.resize(inputs->size());
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      const Tensor& in = (*inputs)[i];
+      LOOM_CHECK(in.defined() && in.requires_grad(), "grad: input ", i,
+                 " does not require grad ", in.defined() ? in.describe() : "(undefined)");
+      Edge e = gradient_edge(in);
+      task->captures[e.node.get()].push_back({e.input_nr, i});
+    }
+  }
+  compute_dependencies(*task, root.get());
+  {
+    std::lock_guard<std::mutex> lock(task->mutex);
+    route(*task, NodeTask{task, root, {}});
+  }
+  while (true) {
+    NodeTask nt;
+    {
+      std::unique_lock<std::mutex> lock(task->mutex);
+      task->cv.wait(lock, [&] { return !task->local.empty() || task->outstanding == 0; });
+      if (task->local.empty()) break;
+      nt = task->local.top();
+      task->local.pop();
+    }
+    evaluate(std::move(nt));
+  }
+  if (task->error) std::rethrow_exception(task->error);
+  return std::move(task->captured);
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+              bool retain_graph, bool create_graph) {
+  run(roots, grad_roots, retain_graph || create_graph, create_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                         bool create_graph, bool allow_unused) {
+  std::vector<Tensor> result =
+      run(outputs, grad_outputs, retain_graph || create_graph, create_graph, &inputs);
+  for (size_t i = 0; i < result.size(); ++i) {
+    LOOM_CHECK(allow_unused || result[i].defined(), "grad: input ", i, " ",
+               inputs[i].describe(),
+               " appears to not have been used in the graph; pass allow_unused=true if "
+               "this is the desired behavior");
+  }
+  return result;
+}
+
+}  // namespace autograd
+}  // namespace loom

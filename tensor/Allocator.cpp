@@ -1,0 +1,37 @@
+#include "tensor/Allocator.h"
+
+#include <cstdlib>
+
+#include "tensor/Error.h"
+
+namespace loom {
+namespace {
+
+class CpuAllocator final : public Allocator {
+ public:
+  DataPtr allocate(size_t nbytes, Device) override {
+    if (nbytes == 0) return {nullptr, [](void*) {}};
+    const size_t rounded = (nbytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    LOOM_CHECK(p != nullptr, "CPU allocator: out of memory allocating ", nbytes, " bytes");
+    return {p, [](void* q) { std::free(q); }};
+  }
+};
+
+Allocator* g_allocators[2] = {nullptr, nullptr};
+
+}  // namespace
+
+Allocator& allocator_for(DeviceType type) {
+  static CpuAllocator cpu;
+  if (type == DeviceType::kCPU) return g_allocators[0] ? *g_allocators[0] : cpu;
+  LOOM_CHECK(g_allocators[1] != nullptr,
+             "no CUDA allocator: loom was built without CUDA or no GPU is visible");
+  return *g_allocators[1];
+}
+
+void set_allocator(DeviceType type, Allocator* allocator) {
+  g_allocators[static_cast<int>(type)] = allocator;
+}
+
+}  // namespace loom

@@ -1,0 +1,104 @@
+// DType: the element types a tensor can hold, and compile-time dispatch on them.
+//
+// Room is left for float16/bfloat16: add an enum value, its C++ type in
+// CppType, and a case in dispatch_dtype.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <type_traits>
+
+#include "tensor/Error.h"
+
+namespace loom {
+
+enum class DType : int8_t { kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool };
+
+constexpr DType kFloat32 = DType::kFloat32;
+constexpr DType kFloat64 = DType::kFloat64;
+constexpr DType kInt64 = DType::kInt64;
+constexpr DType kInt32 = DType::kInt32;
+constexpr DType kUInt8 = DType::kUInt8;
+constexpr DType kBool = DType::kBool;
+constexpr DType kFloat = DType::kFloat32;
+constexpr DType kDouble = DType::kFloat64;
+constexpr DType kLong = DType::kInt64;
+constexpr DType kInt = DType::kInt32;
+
+// Bytes per element.
+size_t element_size(DType dtype);
+// "float32", "int64", ... as PyTorch names them.
+std::string dtype_name(DType dtype);
+bool is_floating_point(DType dtype);
+// PyTorch's type promotion for two tensor operands of the same category rank:
+// bool < uint8 < int32 < int64 < float32 < float64.
+DType promote_types(DType a, DType b);
+
+std::ostream& operator<<(std::ostream& out, DType dtype);
+
+// The C++ type behind a DType.
+template <DType D> struct CppType;
+template <> struct CppType<DType::kFloat32> { using type = float; };
+template <> struct CppType<DType::kFloat64> { using type = double; };
+template <> struct CppType<DType::kInt64> { using type = int64_t; };
+template <> struct CppType<DType::kInt32> { using type = int32_t; };
+template <> struct CppType<DType::kUInt8> { using type = uint8_t; };
+template <> struct CppType<DType::kBool> { using type = bool; };
+
+// The DType of a C++ type.
+template <typename T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::kFloat32; }
+template <> constexpr DType dtype_of<double>() { return DType::kFloat64; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::kInt32; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::kUInt8; }
+template <> constexpr DType dtype_of<bool>() { return DType::kBool; }
+
+// A value standing for a type, passed to dispatch lambdas.
+template <typename T> struct TypeTag { using type = T; };
+
+// Calls fn(TypeTag<T>{}) with T the C++ type of `dtype`:
+//   dispatch_dtype(t.dtype(), [&](auto tag) { using T = typename decltype(tag)::type; ... });
+template <typename Fn>
+decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(TypeTag<float>{});
+    case DType::kFloat64: return fn(TypeTag<double>{});
+    case DType::kInt64: return fn(TypeTag<int64_t>{});
+    case DType::kInt32: return fn(TypeTag<int32_t>{});
+    case DType::kUInt8: return fn(TypeTag<uint8_t>{});
+    case DType::kBool: return fn(TypeTag<bool>{});
+  }
+  LOOM_FAIL("dispatch_dtype: unknown dtype ", static_cast<int>(dtype));
+}
+
+// As dispatch_dtype, for the floating-point dtypes only; `what` names the op
+// in the error for any other dtype.
+template <typename Fn>
+decltype(auto) dispatch_floating(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(TypeTag<float>{});
+    case DType::kFloat64: return fn(TypeTag<double>{});
+    default:
+      LOOM_FAIL(what, ": expected a floating-point tensor (float32 or float64), got ",
+                dtype_name(dtype));
+  }
+}
+
+// As dispatch_dtype without bool (arithmetic on numbers).
+template <typename Fn>
+decltype(auto) dispatch_numeric(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(TypeTag<float>{});
+    case DType::kFloat64: return fn(TypeTag<double>{});
+    case DType::kInt64: return fn(TypeTag<int64_t>{});
+    case DType::kInt32: return fn(TypeTag<int32_t>{});
+    case DType::kUInt8: return fn(TypeTag<uint8_t>{});
+    default:
+      LOOM_FAIL(what, ": not supported for dtype ", dtype_name(dtype));
+  }
+}
+
+}  // namespace loom

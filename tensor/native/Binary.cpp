@@ -1,0 +1,104 @@
+#include "tensor/native/Binary.h"
+
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Views.h"
+
+namespace loom {
+namespace native {
+
+const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return "add";
+    case BinaryOp::kSub: return "sub";
+    case BinaryOp::kMul: return "mul";
+    case BinaryOp::kDiv: return "div";
+    case BinaryOp::kPow: return "pow";
+    case BinaryOp::kMaximum: return "maximum";
+    case BinaryOp::kMinimum: return "minimum";
+    case BinaryOp::kEq: return "eq";
+    case BinaryOp::kNe: return "ne";
+    case BinaryOp::kLt: return "lt";
+    case BinaryOp::kLe: return "le";
+    case BinaryOp::kGt: return "gt";
+    case BinaryOp::kGe: return "ge";
+  }
+  return "binary";
+}
+
+bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq; }
+
+namespace {
+DType compute_dtype(const Tensor& a, const Tensor& b) {
+  const bool a_scalar = a.dim() == 0, b_scalar = b.dim() == 0;
+  if (a_scalar != b_scalar) {
+    const Tensor& full = a_scalar ? b : a;
+    const Tensor& scalar = a_scalar ? a : b;
+    // A 0-dim operand only matters when it is of a higher category.
+    const bool full_float = is_floating_point(full.dtype());
+    const bool scalar_float = is_floating_point(scalar.dtype());
+    if (full_float || !scalar_float) {
+      if (full.dtype() == kBool && scalar.dtype() != kBool) return scalar.dtype();
+      return full.dtype();
+    }
+    return kFloat32;
+  }
+  return promote_types(a.dtype(), b.dtype());
+}
+}  // namespace
+
+DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (is_comparison(op)) return kBool;
+  const DType d = compute_dtype(a, b);
+  if (op == BinaryOp::kDiv && !is_floating_point(d)) return kFloat32;
+  return d;
+}
+
+Tensor wrap_scalar(Scalar value, const Tensor& like) {
+  DType d = like.dtype();
+  if (!value.is_integral() && !is_floating_point(d)) d = kFloat32;
+  if (value.is_integral() && d == kBool) d = kInt64;
+  return scalar_tensor(value, TensorOptions(d).device(like.device()));
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
+  const char* name = binary_op_name(op);
+  check_defined(name, a, "self");
+  check_defined(name, b, "other");
+  check_same_device(name, a, "self", b, "other");
+  const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  DType compute = compute_dtype(a, b);
+  if (op == BinaryOp::kDiv && !is_floating_point(compute)) compute = kFloat32;
+  LOOM_CHECK(compute != kBool || is_comparison(op) || op == BinaryOp::kMaximum ||
+                 op == BinaryOp::kMinimum || op == BinaryOp::kMul,
+             name, ": not supported for bool tensors; convert with .to(kInt64) first");
+  Tensor out = empty(shape, TensorOptions(result_dtype(op, a, b)).device(a.device()));
+  const Tensor ea = expand(to(a, a.device(), compute), shape);
+  const Tensor eb = expand(to(b, b.device(), compute), shape);
+  LOOM_CHECK(a.is_cpu(), name, ": ", a.device(), " needs the CUDA backend");
+  cpu::binary_kernel(op, out, ea, eb, alpha);
+  return out;
+}
+
+void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha) {
+  const char* name = binary_op_name(op);
+  check_defined(name, self, "self");
+  check_defined(name, other, "other");
+  check_same_device(name, self, "self", other, "other");
+  const IntList shape = broadcast_shapes(self.sizes(), other.sizes(), name);
+  LOOM_CHECK(shape == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
+             " doesn't match the broadcast shape ", shape_str(shape));
+  const DType want = result_dtype(op, self, other);
+  LOOM_CHECK(want == self.dtype() || (is_comparison(op) && self.dtype() == kBool), name,
+             "_: result type ", dtype_name(want), " can't be cast to the desired output type ",
+             dtype_name(self.dtype()));
+  Tensor o = expand(to(other, other.device(), self.dtype()), shape);
+  if (o.storage().is_alias_of(self.storage())) o = clone(o);
+  LOOM_CHECK(self.is_cpu(), name, ": ", self.device(), " needs the CUDA backend");
+  cpu::binary_kernel(op, self, self, o, alpha);
+  self.bump_version();
+}
+
+}  // namespace native
+}  // namespace loom

@@ -1,0 +1,95 @@
+#include "tensor/native/Copy.h"
+
+#include <cstring>
+
+#include "tensor/Factory.h"
+#include "tensor/cpu/Loops.h"
+#include "tensor/native/Views.h"
+
+namespace loom {
+namespace native {
+
+void check_defined(const char* op, const Tensor& t, const char* name) {
+  LOOM_CHECK(t.defined(), op, ": argument '", name, "' is an undefined tensor");
+}
+
+void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
+                       const char* b_name) {
+  LOOM_CHECK(a.device() == b.device(), op,
+             ": expected all tensors to be on the same device, but found at least two "
+             "devices, ",
+             a.device(), " (argument '", a_name, "') and ", b.device(), " (argument '",
+             b_name, "'); move one with .to(device)");
+}
+
+namespace {
+
+// CPU-to-CPU copy with conversion; both tensors may be on any CPU logical device.
+void copy_cpu(const Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous() &&
+      dst.sizes() == src.sizes()) {
+    if (dst.nbytes() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    return;
+  }
+  dispatch_dtype(dst.dtype(), [&](auto dtag) {
+    using D = typename decltype(dtag)::type;
+    dispatch_dtype(src.dtype(), [&](auto stag) {
+      using S = typename decltype(stag)::type;
+      cpu::map<D, S>(dst, {&src}, [](S v) { return static_cast<D>(v); });
+    });
+  });
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.storage().is_alias_of(b.storage()) || a.numel() == 0 || b.numel() == 0) return false;
+  return true;  // conservative: same storage
+}
+
+}  // namespace
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  check_defined("copy_", dst, "self");
+  check_defined("copy_", src, "src");
+  Tensor s = src;
+  if (s.sizes() != dst.sizes()) s = expand(s, dst.sizes());
+  if (overlaps(dst, s) && !(dst.is_same(s))) s = clone(s);
+  if (dst.is_same(src)) return;
+  LOOM_CHECK(dst.is_cpu() && s.is_cpu(), "copy_: copying from ", s.device(), " to ",
+             dst.device(), " needs the CUDA backend, which this build does not have");
+  copy_cpu(dst, s);
+  dst.bump_version();
+}
+
+Tensor clone(const Tensor& src) {
+  check_defined("clone", src, "self");
+  Tensor out = empty(src.sizes(), TensorOptions(src.dtype()).device(src.device()));
+  copy_(out, src);
+  return out;
+}
+
+Tensor contiguous(const Tensor& src) {
+  check_defined("contiguous", src, "self");
+  return src.is_contiguous() ? src : clone(src);
+}
+
+Tensor to(const Tensor& src, Device device, DType dtype) {
+  check_defined("to", src, "self");
+  if (src.device() == device && src.dtype() == dtype) return src;
+  Tensor out = empty(src.sizes(), TensorOptions(dtype).device(device));
+  copy_(out, src);
+  return out;
+}
+
+void fill_(const Tensor& t, Scalar value) {
+  check_defined("fill_", t, "self");
+  LOOM_CHECK(t.is_cpu(), "fill_: ", t.device(), " needs the CUDA backend");
+  dispatch_dtype(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = static_cast<T>(value.to_double());
+    cpu::map<T>(t, {}, [v]() { return v; });
+  });
+  t.bump_version();
+}
+
+}  // namespace native
+}  // namespace loom

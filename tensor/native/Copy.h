@@ -1,0 +1,30 @@
+// Raw (non-differentiable) copies and conversions, on any device.  The
+// differentiable forms (Tensor::to, clone, copy_) wrap these.
+#pragma once
+
+#include "tensor/Tensor.h"
+
+namespace loom {
+namespace native {
+
+// Copies src into dst: src broadcast to dst's shape, converted to dst's dtype,
+// across devices.  Bumps dst's version.
+void copy_(const Tensor& dst, const Tensor& src);
+// A new contiguous tensor with the same values.
+Tensor clone(const Tensor& src);
+// src itself when already contiguous, else a contiguous copy.
+Tensor contiguous(const Tensor& src);
+// src itself when nothing changes, else a copy on `device` with `dtype`.
+Tensor to(const Tensor& src, Device device, DType dtype);
+// Fills every element with value (converted to t's dtype).  Bumps the version.
+void fill_(const Tensor& t, Scalar value);
+
+// Throws unless every tensor is on the same device, naming the op, the
+// arguments and both devices.
+void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
+                       const char* b_name);
+// Throws unless t is defined, naming the op and argument.
+void check_defined(const char* op, const Tensor& t, const char* name);
+
+}  // namespace native
+}  // namespace loom

@@ -1,0 +1,65 @@
+// Helpers shared by loom's tests.
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "loom.h"
+
+namespace loom {
+namespace testing {
+
+// Expects `statement` to throw loom::Error whose message contains every one
+// of the given substrings.
+#define EXPECT_LOOM_ERROR(statement, ...)                                          \
+  do {                                                                             \
+    try {                                                                          \
+      statement;                                                                   \
+      ADD_FAILURE() << "expected loom::Error from: " #statement;                   \
+    } catch (const ::loom::Error& e) {                                             \
+      for (const std::string& part : std::vector<std::string>{__VA_ARGS__})        \
+        EXPECT_THAT(std::string(e.what()), ::testing::HasSubstr(part));            \
+    }                                                                              \
+  } while (0)
+
+// Elementwise closeness with a readable failure message.
+inline ::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& expected,
+                                           double rtol = 1e-5, double atol = 1e-8) {
+  if (actual.sizes() != expected.sizes())
+    return ::testing::AssertionFailure()
+           << "shape " << actual.describe() << " vs expected " << expected.describe();
+  const auto a = actual.to_vector<double>();
+  const auto b = expected.to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double diff = std::abs(a[i] - b[i]);
+    if (!(diff <= atol + rtol * std::abs(b[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs expected "
+                                           << b[i] << " (diff " << diff << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A float64 leaf of the given shape, uniformly random in [-1, 1), requiring grad.
+inline Tensor random_leaf(IntList sizes, uint64_t seed = 0) {
+  Generator gen(seed + 1);
+  Tensor t = rand(std::move(sizes), kFloat64, &gen) * 2.0 - 1.0;
+  return t.detach().requires_grad_();
+}
+
+// Gradcheck with gtest-friendly failure output.
+inline ::testing::AssertionResult GradOk(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn, const std::vector<Tensor>& inputs,
+    autograd::GradcheckOptions options = {}) {
+  try {
+    autograd::gradcheck(fn, inputs, options);
+    return ::testing::AssertionSuccess();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << e.what();
+  }
+}
+
+}  // namespace testing
+}  // namespace loom

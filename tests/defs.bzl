@@ -1,0 +1,22 @@
+"""One cc_test per *_test.cpp file in a tests/ folder."""
+
+def loom_tests(deps = [], tags = {}, size = "small", shard_count = {}):
+    """Declares a cc_test for every *_test.cpp here.
+
+    tags: file name -> extra tags (e.g. {"cuda_test.cpp": ["gpu"]}).
+    """
+    for src in native.glob(["*_test.cpp"]):
+        name = src[:-len(".cpp")]
+        native.cc_test(
+            name = name,
+            srcs = [src],
+            size = size,
+            linkstatic = True,
+            tags = tags.get(src, []),
+            shard_count = shard_count.get(src, None),
+            deps = deps + [
+                "//:loom",
+                "//tests:test_util",
+                "@gtest//:gtest_main",
+            ],
+        )

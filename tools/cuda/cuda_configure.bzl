@@ -1,0 +1,74 @@
+"""Detects the CUDA toolkit and exposes it as the repository @local_cuda.
+
+Looks at CUDA_HOME, else /usr/local/cuda.  The toolkit counts as present when
+nvcc, the runtime, cuBLAS, cuDNN and NCCL headers are all there; otherwise the
+repository still exists but `CUDA_ENABLED` is False and its libraries are
+empty, so the same tree builds CPU-only.  LOOM_DISABLE_CUDA=1 forces that.
+"""
+
+_REQUIRED_HEADERS = ["cuda_runtime.h", "cublas_v2.h", "cudnn.h", "nccl.h"]
+
+def _find_header(ctx, root, name):
+    for d in [root + "/include", "/usr/include", "/usr/include/x86_64-linux-gnu"]:
+        if ctx.path(d + "/" + name).exists:
+            return d
+    return None
+
+def _cuda_configure_impl(ctx):
+    root = ctx.os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    disabled = ctx.os.environ.get("LOOM_DISABLE_CUDA", "0") == "1"
+    nvcc = root + "/bin/nvcc"
+    include_dirs = []
+    found = not disabled and ctx.path(nvcc).exists
+    if found:
+        for h in _REQUIRED_HEADERS:
+            d = _find_header(ctx, root, h)
+            if d == None:
+                found = False
+                break
+            if d not in include_dirs:
+                include_dirs.append(d)
+
+    if found:
+        # Link the shared libraries by name; the toolkit's lib64 is searched
+        # at link time and recorded as an rpath for running on this machine.
+        lib_dirs = [root + "/lib64", root + "/lib64/stubs", "/usr/lib/x86_64-linux-gnu"]
+        ctx.symlink(root + "/include", "cuda_include")
+        extra = []
+        for i, d in enumerate(include_dirs):
+            if d != root + "/include":
+                name = "extra_include_%d" % i
+                ctx.symlink(d, name)
+                extra.append(name)
+        ctx.template("BUILD", Label("//tools/cuda:BUILD.cuda.tpl"), {
+            "%{includes}": repr(["cuda_include"] + extra),
+            "%{hdrs}": repr(["cuda_include/**/*.h", "cuda_include/**/*.hpp", "cuda_include/**/*.cuh"]),
+            "%{linkopts_cudart}": repr(["-L" + root + "/lib64", "-Wl,-rpath," + root + "/lib64", "-lcudart"]),
+            "%{linkopts_cublas}": repr(["-L" + root + "/lib64", "-lcublas", "-lcublasLt"]),
+            "%{linkopts_cudnn}": repr(["-L" + root + "/lib64", "-L/usr/lib/x86_64-linux-gnu", "-lcudnn"]),
+            "%{linkopts_nccl}": repr(["-L" + root + "/lib64", "-L/usr/lib/x86_64-linux-gnu", "-lnccl"]),
+            "%{defines}": repr(["LOOM_WITH_CUDA=1"]),
+        })
+    else:
+        ctx.template("BUILD", Label("//tools/cuda:BUILD.cuda.tpl"), {
+            "%{includes}": "[]",
+            "%{hdrs}": "[]",
+            "%{linkopts_cudart}": "[]",
+            "%{linkopts_cublas}": "[]",
+            "%{linkopts_cudnn}": "[]",
+            "%{linkopts_nccl}": "[]",
+            "%{defines}": "[]",
+        })
+    ctx.file("defs.bzl", "\n".join([
+        "# Written by cuda_configure: what this machine has.",
+        "CUDA_ENABLED = %s" % found,
+        "CUDA_ROOT = %s" % repr(root if found else ""),
+        "NVCC = %s" % repr(nvcc if found else ""),
+        "",
+    ]))
+
+cuda_configure = repository_rule(
+    implementation = _cuda_configure_impl,
+    environ = ["CUDA_HOME", "LOOM_DISABLE_CUDA"],
+    local = True,
+)
