@@ -1,0 +1,81 @@
+// The engine runs each device's nodes on that device's thread: backward of two
+// branches on cpu:0 and cpu:1 overlaps in time.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "tests/TestUtil.h"
+
+namespace loom {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::AllClose;
+
+// Spins (busy, not sleeping) until `other_started` is set or the deadline passes.
+void spin_until(const std::atomic<bool>& other_started, Clock::duration limit) {
+  const auto deadline = Clock::now() + limit;
+  volatile double sink = 0;
+  while (!other_started.load() && Clock::now() < deadline) sink = sink + 1.0;
+  // Keep working a little longer so both are busy at the same moment.
+  const auto extra = Clock::now() + std::chrono::milliseconds(50);
+  while (Clock::now() < extra) sink = sink + 1.0;
+}
+
+TEST(MultiDevice, BackwardBranchesOnTwoCpuDevicesOverlap) {
+  const Device d0("cpu"), d1("cpu:1");
+  Tensor x0 = ones({4}, TensorOptions().device(d0)).requires_grad_();
+  Tensor x1 = ones({4}, TensorOptions().device(d1)).requires_grad_();
+  Tensor y0 = x0 * 2.0f;
+  Tensor y1 = x1 * 3.0f;
+
+  std::atomic<bool> started0{false}, started1{false};
+  std::atomic<bool> overlap0{false}, overlap1{false};
+  std::thread::id thread0, thread1;
+  y0.register_hook([&](const Tensor&) {
+    thread0 = std::this_thread::get_id();
+    started0 = true;
+    spin_until(started1, std::chrono::seconds(10));
+    overlap0 = started1.load();
+    return Tensor();
+  });
+  y1.register_hook([&](const Tensor& g) {
+    EXPECT_EQ(g.device(), d1);
+    thread1 = std::this_thread::get_id();
+    started1 = true;
+    spin_until(started0, std::chrono::seconds(10));
+    overlap1 = started0.load();
+    return Tensor();
+  });
+
+  Tensor loss = y0.sum() + y1.sum().to(d0);
+  loss.backward();
+
+  EXPECT_TRUE(overlap0.load()) << "cpu:0 branch never saw cpu:1's branch running";
+  EXPECT_TRUE(overlap1.load()) << "cpu:1 branch never saw cpu:0's branch running";
+  EXPECT_NE(thread0, thread1);
+  EXPECT_EQ(x1.grad().device(), d1);
+  EXPECT_TRUE(AllClose(x0.grad(), full({4}, 2.0f)));
+  EXPECT_TRUE(AllClose(x1.grad().to(d0), full({4}, 3.0f)));
+}
+
+TEST(MultiDevice, CrossDeviceOpNamesBothDevices) {
+  Tensor a = ones({2}, TensorOptions().device(Device("cpu")));
+  Tensor b = ones({2}, TensorOptions().device(Device("cpu:1")));
+  EXPECT_LOOM_ERROR(a + b, "same device", "cpu", "cpu:1", ".to(device)");
+}
+
+TEST(MultiDevice, ErrorInOneDeviceThreadReachesCaller) {
+  Tensor x1 = ones({2}, TensorOptions().device(Device("cpu:1"))).requires_grad_();
+  Tensor y1 = x1 * 2.0f;
+  y1.register_hook([](const Tensor&) -> Tensor { throw Error("hook failed on purpose"); });
+  Tensor loss = y1.sum().to(Device("cpu"));
+  EXPECT_LOOM_ERROR(loss.backward(), "hook failed on purpose");
+  // The engine is still usable afterwards.
+  Tensor z = (x1 * 5.0f).sum().to(Device("cpu"));
+  z.backward();
+  EXPECT_TRUE(AllClose(x1.grad().to(Device("cpu")), full({2}, 5.0f)));
+}
+
+}  // namespace
+}  // namespace loom
