@@ -57,8 +57,10 @@ Tensor gt(const Tensor& self, Scalar other);
 Tensor ge(const Tensor& self, const Tensor& other);
 Tensor ge(const Tensor& self, Scalar other);
 
-// True when every element of a and b is within atol + rtol * |b| (same shape).
+// True when every element of a and b (broadcast together, any dtypes) is
+// within atol + rtol * |b|; nan is never close, equal infinities are.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// True when a and b have the same shape and equal values (dtypes may differ).
 bool equal(const Tensor& a, const Tensor& b);
 
 }  // namespace loom

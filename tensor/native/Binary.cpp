@@ -29,8 +29,7 @@ const char* binary_op_name(BinaryOp op) {
 
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq; }
 
-namespace {
-DType compute_dtype(const Tensor& a, const Tensor& b) {
+DType promoted_dtype(const Tensor& a, const Tensor& b) {
   const bool a_scalar = a.dim() == 0, b_scalar = b.dim() == 0;
   if (a_scalar != b_scalar) {
     const Tensor& full = a_scalar ? b : a;
@@ -46,11 +45,20 @@ DType compute_dtype(const Tensor& a, const Tensor& b) {
   }
   return promote_types(a.dtype(), b.dtype());
 }
+
+namespace {
+// Bool tensors only support comparisons and the logical mul/maximum/minimum.
+void check_bool_arithmetic(BinaryOp op, DType compute, const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(compute != kBool || is_comparison(op) || op == BinaryOp::kMaximum ||
+                 op == BinaryOp::kMinimum || op == BinaryOp::kMul,
+             binary_op_name(op), ": not supported for bool tensors (got ", a.describe(), " and ",
+             b.describe(), "); convert with .to(kInt64) first");
+}
 }  // namespace
 
 DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (is_comparison(op)) return kBool;
-  const DType d = compute_dtype(a, b);
+  const DType d = promoted_dtype(a, b);
   if (op == BinaryOp::kDiv && !is_floating_point(d)) return kFloat32;
   return d;
 }
@@ -68,11 +76,9 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   check_defined(name, b, "other");
   check_same_device(name, a, "self", b, "other");
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  DType compute = compute_dtype(a, b);
+  DType compute = promoted_dtype(a, b);
   if (op == BinaryOp::kDiv && !is_floating_point(compute)) compute = kFloat32;
-  LOOM_CHECK(compute != kBool || is_comparison(op) || op == BinaryOp::kMaximum ||
-                 op == BinaryOp::kMinimum || op == BinaryOp::kMul,
-             name, ": not supported for bool tensors; convert with .to(kInt64) first");
+  check_bool_arithmetic(op, compute, a, b);
   Tensor out = empty(shape, TensorOptions(result_dtype(op, a, b)).device(a.device()));
   const Tensor ea = expand(to(a, a.device(), compute), shape);
   const Tensor eb = expand(to(b, b.device(), compute), shape);
@@ -90,6 +96,7 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
   LOOM_CHECK(shape == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
              " doesn't match the broadcast shape ", shape_str(shape));
   const DType want = result_dtype(op, self, other);
+  check_bool_arithmetic(op, promoted_dtype(self, other), self, other);
   LOOM_CHECK(want == self.dtype() || (is_comparison(op) && self.dtype() == kBool), name,
              "_: result type ", dtype_name(want), " can't be cast to the desired output type ",
              dtype_name(self.dtype()));
@@ -98,6 +105,31 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
   LOOM_CHECK(self.is_cpu(), name, ": ", self.device(), " needs the CUDA backend");
   cpu::binary_kernel(op, self, self, o, alpha);
   self.bump_version();
+}
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  check_defined("isclose", a, "self");
+  check_defined("isclose", b, "other");
+  check_same_device("isclose", a, "self", b, "other");
+  LOOM_CHECK(rtol >= 0 && atol >= 0, "isclose: rtol and atol must be non-negative, got rtol=",
+             rtol, " atol=", atol);
+  const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), "isclose");
+  LOOM_CHECK(a.is_cpu(), "isclose: ", a.device(), " needs the CUDA backend");
+  Tensor out = empty(shape, TensorOptions(kBool).device(a.device()));
+  cpu::isclose_kernel(out, expand(to(a, a.device(), kFloat64), shape),
+                      expand(to(b, b.device(), kFloat64), shape), rtol, atol);
+  return out;
+}
+
+bool all_true(const Tensor& t) {
+  check_defined("all_true", t, "self");
+  LOOM_CHECK(t.dtype() == kBool, "all_true: expected a bool tensor, got ", t.describe());
+  const Tensor c = contiguous(to(t, Device(kCPU), kBool));
+  const bool* p = static_cast<const bool*>(c.data_ptr());
+  const int64_t n = c.numel();
+  for (int64_t i = 0; i < n; ++i)
+    if (!p[i]) return false;
+  return true;
 }
 
 }  // namespace native

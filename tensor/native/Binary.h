@@ -25,6 +25,11 @@ enum class BinaryOp {
 
 const char* binary_op_name(BinaryOp op);
 bool is_comparison(BinaryOp op);
+// The dtype two operands compute in under PyTorch's promotion rules: the
+// wider of the two, except that a 0-dim operand only counts when it is of a
+// higher category (bool < integer < floating) than a dimensioned one, and an
+// integer tensor meeting a floating 0-dim one gives float32.
+DType promoted_dtype(const Tensor& a, const Tensor& b);
 // The dtype of `a op b` under PyTorch's promotion rules (0-dim tensors do not
 // raise the category's width; integer division gives float32).
 DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b);
@@ -37,11 +42,20 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 // dtype must be self's).  Bumps self's version.
 void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha = 1);
 
+// |a - b| <= atol + rtol * |b| elementwise (broadcasting, any dtypes, compared
+// in float64); nan is never close, equal infinities are.  A bool tensor.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol);
+// Whether every element of a bool tensor is true (true when empty).
+bool all_true(const Tensor& t);
+
 }  // namespace native
 
 namespace cpu {
 // out = a op b; all three already of out's shape; a and b of `compute` dtype.
 void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
                    Scalar alpha);
+// out (bool) = isclose(a, b); a and b float64 of out's shape.
+void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
+                    double atol);
 }  // namespace cpu
 }  // namespace loom

@@ -1,0 +1,79 @@
+// Elementwise loops whose contiguous runs are vectorised, for the elementwise
+// kernels (tensor/cpu/Unary.cpp, Binary.cpp).
+//
+// The build's -O2 leaves most plain loops scalar, so dense runs are written
+// as `omp simd` loops (or handed to a caller's dense routine, e.g. Eigen's
+// SIMD exp); strided runs go element by element.  Operands share out's shape
+// (broadcast with expand first), and cpu::for_each_run splits the work over
+// the intra-op threads.  out may alias an input exactly (in place).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "tensor/cpu/Loops.h"
+
+namespace loom {
+namespace cpu {
+
+// out = f(in): dense(o, i, n) on runs where both are contiguous, elem(x)
+// per element elsewhere.
+template <typename Out, typename In, typename Dense, typename Elem>
+void unary_loop(const Tensor& out, const Tensor& in, const Dense& dense, const Elem& elem) {
+  const StridedPlan<2> plan = make_plan<2>({&out, &in});
+  for_each_run<2>(plan, kElementwiseGrain,
+                  [&](const std::array<char*, 2>& p, const std::array<int64_t, 2>& s, int64_t n) {
+                    if (s[0] == sizeof(Out) && s[1] == sizeof(In)) {
+                      dense(reinterpret_cast<Out*>(p[0]), reinterpret_cast<const In*>(p[1]), n);
+                      return;
+                    }
+                    for (int64_t k = 0; k < n; ++k)
+                      *reinterpret_cast<Out*>(p[0] + k * s[0]) =
+                          elem(*reinterpret_cast<const In*>(p[1] + k * s[1]));
+                  });
+}
+
+// out = f(in) with an f simple enough for `omp simd`.
+template <typename Out, typename In, typename F>
+void simd_map(const Tensor& out, const Tensor& in, const F& f) {
+  unary_loop<Out, In>(
+      out, in,
+      [&f](Out* o, const In* i, int64_t n) {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) o[k] = f(i[k]);
+      },
+      f);
+}
+
+// out = f(a, b).
+template <typename Out, typename A, typename B, typename F>
+void simd_map(const Tensor& out, const Tensor& a, const Tensor& b, const F& f) {
+  const StridedPlan<3> plan = make_plan<3>({&out, &a, &b});
+  for_each_run<3>(plan, kElementwiseGrain,
+                  [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+                    if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
+                      Out* o = reinterpret_cast<Out*>(p[0]);
+                      const A* x = reinterpret_cast<const A*>(p[1]);
+                      const B* y = reinterpret_cast<const B*>(p[2]);
+#pragma omp simd
+                      for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], y[k]);
+                      return;
+                    }
+                    for (int64_t k = 0; k < n; ++k)
+                      *reinterpret_cast<Out*>(p[0] + k * s[0]) =
+                          f(*reinterpret_cast<const A*>(p[1] + k * s[1]),
+                            *reinterpret_cast<const B*>(p[2] + k * s[2]));
+                  });
+}
+
+// Whether t is one value broadcast everywhere (every stride of a dim of size
+// > 1 is 0), e.g. an expanded 0-dim tensor.
+inline bool is_broadcast_scalar(const Tensor& t) {
+  if (t.numel() == 0) return false;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.sizes()[d] != 1 && t.strides()[d] != 0) return false;
+  return true;
+}
+
+}  // namespace cpu
+}  // namespace loom

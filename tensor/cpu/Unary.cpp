@@ -1,0 +1,301 @@
+// CPU kernels for native/Unary.
+//
+// Contiguous runs are vectorised explicitly (see DenseLoops.h): Eigen's SIMD
+// array functions for exp, log, tanh (within a few ulp of the exact result),
+// AVX for sqrt (exact, unlike Eigen's fast-math sqrt), and `omp simd` loops
+// for the arithmetic ones.  Strided runs go element by element.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include <Eigen/Core>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#include "tensor/cpu/DenseLoops.h"
+#include "tensor/native/Unary.h"
+
+namespace loom {
+namespace cpu {
+namespace {
+
+using native::UnaryBackwardOp;
+using native::UnaryOp;
+
+template <typename T>
+using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// ---- dense transcendental runs ------------------------------------------------------
+
+constexpr int64_t kBlock = 1024;
+
+// Below this, exp's result is denormal or 0; Eigen clamps such inputs, so
+// those blocks are computed exactly with std::exp instead.
+template <typename T>
+constexpr T exp_underflow() {
+  return std::is_same_v<T, float> ? T(-87.3) : T(-708.3);
+}
+
+template <typename T>
+void exp_dense(T* o, const T* in, int64_t n) {
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    bool tiny = false;
+#pragma omp simd reduction(| : tiny)
+    for (int64_t k = 0; k < m; ++k) tiny |= in[b + k] < exp_underflow<T>();
+    if (tiny) {
+      for (int64_t k = 0; k < m; ++k) o[b + k] = std::exp(in[b + k]);
+    } else {
+      ArrayMap<T>(o + b, m) = ConstArrayMap<T>(in + b, m).exp();
+    }
+  }
+}
+
+template <typename T>
+void log_dense(T* o, const T* in, int64_t n) {
+  ArrayMap<T>(o, n) = ConstArrayMap<T>(in, n).log();
+}
+
+template <typename T>
+void tanh_dense(T* o, const T* in, int64_t n) {
+  ArrayMap<T>(o, n) = ConstArrayMap<T>(in, n).tanh();
+}
+
+// 1 / (1 + exp(-x)): exp(-x) overflowing to inf gives exactly 0, and Eigen's
+// clamped underflow (about 1e-38) vanishes next to 1.
+template <typename T>
+void sigmoid_dense(T* o, const T* in, int64_t n) {
+  ArrayMap<T>(o, n) = (T(1) + (-ConstArrayMap<T>(in, n)).exp()).inverse();
+}
+
+template <typename T>
+void sqrt_dense(T* o, const T* in, int64_t n, bool reciprocal) {
+  int64_t k = 0;
+#if defined(__AVX__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; k + 8 <= n; k += 8) {
+      __m256 r = _mm256_sqrt_ps(_mm256_loadu_ps(in + k));
+      if (reciprocal) r = _mm256_div_ps(one, r);
+      _mm256_storeu_ps(o + k, r);
+    }
+  } else {
+    const __m256d one = _mm256_set1_pd(1.0);
+    for (; k + 4 <= n; k += 4) {
+      __m256d r = _mm256_sqrt_pd(_mm256_loadu_pd(in + k));
+      if (reciprocal) r = _mm256_div_pd(one, r);
+      _mm256_storeu_pd(o + k, r);
+    }
+  }
+#endif
+  for (; k < n; ++k) o[k] = reciprocal ? T(1) / std::sqrt(in[k]) : std::sqrt(in[k]);
+}
+
+template <typename T>
+T sign_of(T x) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return x;
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return T(x > 0);
+  } else {
+    return T((T(0) < x) - (x < T(0)));
+  }
+}
+
+// ---- forward ------------------------------------------------------------------------
+
+template <typename T>
+void floating_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+  switch (op) {
+    case UnaryOp::kNeg: return simd_map<T, T>(out, in, [](T x) { return -x; });
+    case UnaryOp::kAbs: return simd_map<T, T>(out, in, [](T x) { return std::abs(x); });
+    case UnaryOp::kSign: return simd_map<T, T>(out, in, [](T x) { return sign_of(x); });
+    case UnaryOp::kRelu: return simd_map<T, T>(out, in, [](T x) { return x < T(0) ? T(0) : x; });
+    case UnaryOp::kExp:
+      return unary_loop<T, T>(out, in, exp_dense<T>, [](T x) { return std::exp(x); });
+    case UnaryOp::kLog:
+      return unary_loop<T, T>(out, in, log_dense<T>, [](T x) { return std::log(x); });
+    case UnaryOp::kTanh:
+      return unary_loop<T, T>(out, in, tanh_dense<T>, [](T x) { return std::tanh(x); });
+    case UnaryOp::kSigmoid:
+      return unary_loop<T, T>(out, in, sigmoid_dense<T>,
+                           [](T x) { return T(1) / (T(1) + std::exp(-x)); });
+    case UnaryOp::kSqrt:
+      return unary_loop<T, T>(
+          out, in, [](T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, false); },
+          [](T x) { return std::sqrt(x); });
+    case UnaryOp::kRsqrt:
+      return unary_loop<T, T>(
+          out, in, [](T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, true); },
+          [](T x) { return T(1) / std::sqrt(x); });
+  }
+}
+
+template <typename T>
+void integral_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+  switch (op) {
+    case UnaryOp::kNeg: return simd_map<T, T>(out, in, [](T x) { return T(-x); });
+    case UnaryOp::kAbs:
+      return simd_map<T, T>(out, in, [](T x) {
+        if constexpr (std::is_unsigned_v<T>) return x;
+        else return T(x < 0 ? -x : x);
+      });
+    case UnaryOp::kSign: return simd_map<T, T>(out, in, [](T x) { return sign_of(x); });
+    case UnaryOp::kRelu: return simd_map<T, T>(out, in, [](T x) { return x < T(0) ? T(0) : x; });
+    default: break;
+  }
+  LOOM_FAIL("unary_kernel: ", native::unary_op_name(op), " expects a floating tensor, got ",
+            out.describe());
+}
+
+// x ** e for an integer e >= 0, by squaring.
+template <typename T>
+T int_power(T x, int64_t e) {
+  T r = 1;
+  while (e > 0) {
+    if (e & 1) r = T(r * x);
+    x = T(x * x);
+    e >>= 1;
+  }
+  return r;
+}
+
+// A double bound as T, saturated to T's range (so clamp(uint8, -5) is a no-op).
+template <typename T>
+T saturate(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+}
+
+// The clamp interval in T; an absent bound is the type's extreme (infinity
+// for floats, so that infinities and nan pass through unchanged).
+template <typename T>
+std::pair<T, T> bounds(const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  constexpr bool fp = std::is_floating_point_v<T>;
+  const T lowest = fp ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+  const T highest = fp ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
+  return {min ? saturate<T>(min->to_double()) : lowest,
+          max ? saturate<T>(max->to_double()) : highest};
+}
+
+}  // namespace
+
+void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in) {
+  dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T>) {
+      floating_unary<T>(op, out, in);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      LOOM_CHECK(op == UnaryOp::kSign, "unary_kernel: ", native::unary_op_name(op),
+                 " is not supported for bool tensors");
+      simd_map<T, T>(out, in, [](bool x) { return x; });
+    } else {
+      integral_unary<T>(op, out, in);
+    }
+  });
+}
+
+void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent) {
+  const double e = exponent.to_double();
+  dispatch_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, bool>) {
+      LOOM_FAIL("pow_scalar_kernel: bool output");
+    } else if constexpr (std::is_floating_point_v<T>) {
+      // Common exponents skip std::pow (slow, not vectorised).
+      if (e == 1) return simd_map<T, T>(out, in, [](T x) { return x; });
+      if (e == 2) return simd_map<T, T>(out, in, [](T x) { return x * x; });
+      if (e == 3) return simd_map<T, T>(out, in, [](T x) { return x * x * x; });
+      if (e == -1) return simd_map<T, T>(out, in, [](T x) { return T(1) / x; });
+      if (e == -2) return simd_map<T, T>(out, in, [](T x) { return T(1) / (x * x); });
+      if (e == 0.5) return floating_unary<T>(UnaryOp::kSqrt, out, in);
+      if (e == -0.5) return floating_unary<T>(UnaryOp::kRsqrt, out, in);
+      const T te = static_cast<T>(e);
+      unary_loop<T, T>(
+          out, in,
+          [te](T* o, const T* i, int64_t n) {
+            for (int64_t k = 0; k < n; ++k) o[k] = std::pow(i[k], te);
+          },
+          [te](T x) { return std::pow(x, te); });
+    } else {
+      const int64_t ie = exponent.to_int();
+      if (ie == 2) return simd_map<T, T>(out, in, [](T x) { return T(x * x); });
+      simd_map<T, T>(out, in, [ie](T x) { return int_power<T>(x, ie); });
+    }
+  });
+}
+
+void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min,
+                  std::optional<Scalar> max) {
+  dispatch_numeric(out.dtype(), "clamp", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto [lo, hi] = bounds<T>(min, max);
+    // nan fails both comparisons and passes through; lo > hi gives hi, as in PyTorch.
+    simd_map<T, T>(out, in, [lo = lo, hi = hi](T x) {
+      const T y = x < lo ? lo : x;
+      return y > hi ? hi : y;
+    });
+  });
+}
+
+void unary_backward_kernel(UnaryBackwardOp op, const Tensor& out, const Tensor& grad,
+                           const Tensor& saved) {
+  dispatch_floating(out.dtype(), "unary_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (op) {
+      case UnaryBackwardOp::kRelu:
+        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return y > T(0) ? g : T(0); });
+      case UnaryBackwardOp::kSigmoid:
+        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return g * y * (T(1) - y); });
+      case UnaryBackwardOp::kTanh:
+        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return g * (T(1) - y * y); });
+      case UnaryBackwardOp::kSqrt:
+        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return g / (T(2) * y); });
+      case UnaryBackwardOp::kRsqrt:
+        return simd_map<T, T, T>(out, grad, saved,
+                              [](T g, T y) { return T(-0.5) * g * y * y * y; });
+      case UnaryBackwardOp::kAbs:
+        return simd_map<T, T, T>(out, grad, saved, [](T g, T x) {
+          return x > T(0) ? g : (x < T(0) ? -g : T(0));
+        });
+    }
+  });
+}
+
+void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
+                         double exponent) {
+  dispatch_floating(out.dtype(), "pow_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T e = static_cast<T>(exponent);
+    if (exponent == 0) return simd_map<T, T, T>(out, grad, self, [](T, T) { return T(0); });
+    if (exponent == 1) return simd_map<T, T, T>(out, grad, self, [](T g, T) { return g; });
+    if (exponent == 2) return simd_map<T, T, T>(out, grad, self, [](T g, T x) { return T(2) * g * x; });
+    if (exponent == 3)
+      return simd_map<T, T, T>(out, grad, self, [](T g, T x) { return T(3) * g * x * x; });
+    simd_map<T, T, T>(out, grad, self, [e](T g, T x) { return e * g * std::pow(x, e - T(1)); });
+  });
+}
+
+void clamp_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
+                           std::optional<Scalar> min, std::optional<Scalar> max) {
+  dispatch_floating(out.dtype(), "clamp_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const auto [lo, hi] = bounds<T>(min, max);
+    simd_map<T, T, T>(out, grad, self, [lo = lo, hi = hi](T g, T x) {
+      return x >= lo && x <= hi ? g : T(0);
+    });
+  });
+}
+
+}  // namespace cpu
+}  // namespace loom

@@ -1,0 +1,172 @@
+#include "tensor/native/Unary.h"
+
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/native/Copy.h"
+
+namespace loom {
+namespace native {
+
+const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kNeg: return "neg";
+    case UnaryOp::kAbs: return "abs";
+    case UnaryOp::kSign: return "sign";
+    case UnaryOp::kExp: return "exp";
+    case UnaryOp::kLog: return "log";
+    case UnaryOp::kSqrt: return "sqrt";
+    case UnaryOp::kRsqrt: return "rsqrt";
+    case UnaryOp::kRelu: return "relu";
+    case UnaryOp::kSigmoid: return "sigmoid";
+    case UnaryOp::kTanh: return "tanh";
+  }
+  return "unary";
+}
+
+DType unary_result_dtype(UnaryOp op, DType dtype) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      LOOM_CHECK(dtype != kBool, "neg: negation, the `-` operator, on a bool tensor is not "
+                 "supported; use logical_not or convert with .to(kInt64) first");
+      return dtype;
+    case UnaryOp::kAbs:
+    case UnaryOp::kRelu:
+      LOOM_CHECK(dtype != kBool, unary_op_name(op), ": not supported for bool tensors; "
+                 "convert with .to(kInt64) first");
+      return dtype;
+    case UnaryOp::kSign:
+      return dtype;
+    default:
+      // Transcendental ops compute integers as the default float dtype.
+      return is_floating_point(dtype) ? dtype : kFloat32;
+  }
+}
+
+namespace {
+
+void check_cpu(const char* name, const Tensor& t) {
+  LOOM_CHECK(t.is_cpu(), name, ": ", t.describe(), " needs the CUDA backend, which this build "
+             "does not have");
+}
+
+// The (first) dtype `self op bound` promotes to, PyTorch-style: a fractional
+// scalar makes an integer tensor float32.
+DType scalar_result_dtype(DType self, std::initializer_list<std::optional<Scalar>> scalars) {
+  if (is_floating_point(self)) return self;
+  for (const auto& s : scalars)
+    if (s && !s->is_integral()) return kFloat32;
+  return self;
+}
+
+}  // namespace
+
+Tensor unary(UnaryOp op, const Tensor& self) {
+  const char* name = unary_op_name(op);
+  check_defined(name, self, "self");
+  const DType dtype = unary_result_dtype(op, self.dtype());
+  check_cpu(name, self);
+  Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
+  cpu::unary_kernel(op, out, to(self, self.device(), dtype));
+  return out;
+}
+
+void unary_(UnaryOp op, const Tensor& self) {
+  const char* name = unary_op_name(op);
+  check_defined(name, self, "self");
+  const DType dtype = unary_result_dtype(op, self.dtype());
+  LOOM_CHECK(dtype == self.dtype(), name, "_: result type ", dtype_name(dtype),
+             " can't be cast to the desired output type ", dtype_name(self.dtype()), " of ",
+             self.describe(), "; use the out-of-place ", name, "()");
+  check_cpu(name, self);
+  cpu::unary_kernel(op, self, self);
+  self.bump_version();
+}
+
+Tensor pow(const Tensor& self, Scalar exponent) {
+  check_defined("pow", self, "self");
+  DType dtype = scalar_result_dtype(self.dtype(), {exponent});
+  if (dtype == kBool) dtype = kInt64;  // True ** 2 counts as an integer
+  LOOM_CHECK(is_floating_point(dtype) || exponent.to_double() >= 0,
+             "pow: integers to negative integer powers are not allowed (self ",
+             self.describe(), ", exponent ", exponent.to_int(),
+             "); convert self with .to(kFloat32) first");
+  check_cpu("pow", self);
+  Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
+  cpu::pow_scalar_kernel(out, to(self, self.device(), dtype), exponent);
+  return out;
+}
+
+namespace {
+void check_clamp_args(const char* name, const Tensor& self, const std::optional<Scalar>& min,
+                      const std::optional<Scalar>& max) {
+  check_defined(name, self, "self");
+  LOOM_CHECK(min || max, name, ": at least one of 'min' or 'max' must be given");
+  LOOM_CHECK(self.dtype() != kBool, name, ": not supported for bool tensors, got ",
+             self.describe());
+  check_cpu(name, self);
+}
+}  // namespace
+
+Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
+  check_clamp_args("clamp", self, min, max);
+  const DType dtype = scalar_result_dtype(self.dtype(), {min, max});
+  Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
+  cpu::clamp_kernel(out, to(self, self.device(), dtype), min, max);
+  return out;
+}
+
+void clamp_(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
+  check_clamp_args("clamp_", self, min, max);
+  const DType dtype = scalar_result_dtype(self.dtype(), {min, max});
+  LOOM_CHECK(dtype == self.dtype(), "clamp_: result type ", dtype_name(dtype),
+             " (a fractional bound) can't be cast to the desired output type ",
+             dtype_name(self.dtype()), " of ", self.describe());
+  cpu::clamp_kernel(self, self, min, max);
+  self.bump_version();
+}
+
+// ---- backward kernels -----------------------------------------------------------
+
+namespace {
+// grad converted to saved's dtype, after checking both agree in shape and device.
+Tensor grad_like(const char* name, const Tensor& grad, const Tensor& saved) {
+  check_defined(name, grad, "grad");
+  check_defined(name, saved, "saved");
+  LOOM_CHECK(grad.sizes() == saved.sizes(), name, ": grad ", shape_str(grad.sizes()),
+             " and saved tensor ", shape_str(saved.sizes()), " differ in shape");
+  check_same_device(name, grad, "grad", saved, "saved");
+  LOOM_CHECK(is_floating_point(saved.dtype()), name, ": expected a floating saved tensor, got ",
+             saved.describe());
+  check_cpu(name, saved);
+  return to(grad, grad.device(), saved.dtype());
+}
+
+Tensor empty_like_contiguous(const Tensor& t) {
+  return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
+}
+}  // namespace
+
+Tensor unary_backward(UnaryBackwardOp op, const Tensor& grad, const Tensor& saved) {
+  const Tensor g = grad_like("unary_backward", grad, saved);
+  Tensor out = empty_like_contiguous(saved);
+  cpu::unary_backward_kernel(op, out, g, saved);
+  return out;
+}
+
+Tensor pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
+  const Tensor g = grad_like("pow_backward", grad, self);
+  Tensor out = empty_like_contiguous(self);
+  cpu::pow_backward_kernel(out, g, self, exponent);
+  return out;
+}
+
+Tensor clamp_backward(const Tensor& grad, const Tensor& self, std::optional<Scalar> min,
+                      std::optional<Scalar> max) {
+  const Tensor g = grad_like("clamp_backward", grad, self);
+  Tensor out = empty_like_contiguous(self);
+  cpu::clamp_backward_kernel(out, g, self, min, max);
+  return out;
+}
+
+}  // namespace native
+}  // namespace loom
