@@ -146,9 +146,9 @@ Tensor permute(const Tensor& self, IntList dims) {
 Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
   check_defined("transpose", self, "self");
   const int64_t rank = self.dim();
-  if (rank == 0) return as_strided(self, {}, {}, self.storage_offset());
   dim0 = wrap_dim(dim0, rank, "transpose");
   dim1 = wrap_dim(dim1, rank, "transpose");
+  if (rank == 0) return as_strided(self, {}, {}, self.storage_offset());
   IntList sizes = self.sizes(), strides = self.strides();
   std::swap(sizes[dim0], sizes[dim1]);
   std::swap(strides[dim0], strides[dim1]);
@@ -241,8 +241,8 @@ Tensor squeeze(const Tensor& self) {
 
 Tensor squeeze(const Tensor& self, int64_t dim) {
   check_defined("squeeze", self, "self");
-  if (self.dim() == 0) return as_strided(self, {}, {}, self.storage_offset());
   dim = wrap_dim(dim, self.dim(), "squeeze");
+  if (self.dim() == 0) return as_strided(self, {}, {}, self.storage_offset());
   IntList sizes = self.sizes(), strides = self.strides();
   if (sizes[dim] != 1) return as_strided(self, sizes, strides, self.storage_offset());
   sizes.erase(sizes.begin() + dim);
@@ -262,9 +262,9 @@ Tensor unsqueeze(const Tensor& self, int64_t dim) {
 
 Tensor flatten(const Tensor& self, int64_t start_dim, int64_t end_dim) {
   check_defined("flatten", self, "self");
-  if (self.dim() == 0) return reshape(self, {1});
   start_dim = wrap_dim(start_dim, self.dim(), "flatten");
   end_dim = wrap_dim(end_dim, self.dim(), "flatten");
+  if (self.dim() == 0) return reshape(self, {1});
   LOOM_CHECK(start_dim <= end_dim, "flatten: start_dim (", start_dim,
              ") cannot come after end_dim (", end_dim, ")");
   IntList sizes;

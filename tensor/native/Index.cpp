@@ -1,0 +1,120 @@
+#include "tensor/native/Index.h"
+
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Views.h"
+
+namespace loom {
+namespace native {
+namespace {
+
+// A 1-D (or 0-dim) int64/int32 index on self's device, as contiguous int64.
+Tensor vector_index(const char* op, const Tensor& self, const Tensor& index) {
+  check_defined(op, index, "index");
+  check_same_device(op, self, "self", index, "index");
+  LOOM_CHECK(index.dtype() == kInt64 || index.dtype() == kInt32, op,
+             ": expected an int64 or int32 index, got ", index.describe());
+  LOOM_CHECK(index.dim() <= 1, op, ": index must be 1-D (or 0-dim), got ", index.describe());
+  return contiguous(reshape(to(index, index.device(), kInt64), {index.numel()}));
+}
+
+// An int64 index of self's rank on self's device.
+void check_nd_index(const char* op, const Tensor& self, const Tensor& index) {
+  check_defined(op, index, "index");
+  check_same_device(op, self, "self", index, "index");
+  LOOM_CHECK(index.dtype() == kInt64, op, ": expected an int64 index, got ", index.describe());
+  LOOM_CHECK(index.dim() == self.dim(), op,
+             ": index tensor must have the same number of dimensions as self: index ",
+             index.describe(), ", self ", self.describe());
+}
+
+// Rank-0 operands are handled as shape [1].
+Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
+
+void check_cpu(const char* op, const Tensor& t) {
+  LOOM_CHECK(t.is_cpu(), op, ": ", t.device(), " needs the CUDA backend");
+}
+
+}  // namespace
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  check_defined("index_select", self, "self");
+  dim = wrap_dim(dim, self.dim(), "index_select");
+  const Tensor idx = vector_index("index_select", self, index);
+  if (self.dim() == 0) {
+    LOOM_CHECK(idx.numel() == 1, "index_select: a 0-dim self takes exactly one index, got ",
+               idx.numel());
+    return reshape(index_select(reshape(self, {1}), 0, idx), {});
+  }
+  IntList sizes = self.sizes();
+  sizes[dim] = idx.numel();
+  Tensor out = empty(sizes, TensorOptions(self.dtype()).device(self.device()));
+  check_cpu("index_select", self);
+  cpu::index_select_kernel(out, contiguous(self), dim, idx);
+  return out;
+}
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  check_defined("index_add", self, "self");
+  check_defined("index_add", source, "source");
+  check_same_device("index_add", self, "self", source, "source");
+  dim = wrap_dim(dim, self.dim(), "index_add");
+  const Tensor idx = vector_index("index_add", self, index);
+  LOOM_CHECK(source.dtype() == self.dtype(), "index_add: source ", source.describe(),
+             " must have self's dtype ", dtype_name(self.dtype()));
+  const Tensor s = at_least_1d(self), src = at_least_1d(source);
+  IntList want = s.sizes();
+  want[dim] = idx.numel();
+  LOOM_CHECK(src.sizes() == want, "index_add: source ", source.describe(),
+             " must have self's shape ", shape_str(self.sizes()), " except size ", idx.numel(),
+             " (the number of indices) in dimension ", dim);
+  Tensor out = clone(s);
+  check_cpu("index_add", self);
+  cpu::index_add_kernel(out, dim, idx, contiguous(src));
+  return self.dim() == 0 ? reshape(out, {}) : out;
+}
+
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+  check_defined("gather", self, "self");
+  dim = wrap_dim(dim, self.dim(), "gather");
+  check_nd_index("gather", self, index);
+  const Tensor s = at_least_1d(self), idx = at_least_1d(index);
+  for (int64_t d = 0; d < s.dim(); ++d)
+    LOOM_CHECK(d == dim || idx.sizes()[d] <= s.sizes()[d],
+               "gather: size does not match at dimension ", d, ": expected index ",
+               shape_str(index.sizes()), " to be no larger than self ", shape_str(self.sizes()),
+               " apart from dimension ", dim);
+  Tensor out = empty(idx.sizes(), TensorOptions(self.dtype()).device(self.device()));
+  check_cpu("gather", self);
+  cpu::gather_kernel(out, s, dim, contiguous(idx));
+  return self.dim() == 0 ? reshape(out, {}) : out;
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_defined("scatter_add", self, "self");
+  check_defined("scatter_add", src, "src");
+  check_same_device("scatter_add", self, "self", src, "src");
+  dim = wrap_dim(dim, self.dim(), "scatter_add");
+  check_nd_index("scatter_add", self, index);
+  LOOM_CHECK(src.dtype() == self.dtype(), "scatter_add: src ", src.describe(),
+             " must have self's dtype ", dtype_name(self.dtype()));
+  LOOM_CHECK(src.dim() == self.dim(), "scatter_add: src ", src.describe(),
+             " must have as many dimensions as self ", self.describe());
+  const Tensor s = at_least_1d(self), idx = at_least_1d(index), sr = at_least_1d(src);
+  for (int64_t d = 0; d < s.dim(); ++d) {
+    LOOM_CHECK(idx.sizes()[d] <= sr.sizes()[d], "scatter_add: expected index ",
+               shape_str(index.sizes()), " to be no larger than src ", shape_str(src.sizes()),
+               " in dimension ", d);
+    LOOM_CHECK(d == dim || idx.sizes()[d] <= s.sizes()[d], "scatter_add: expected index ",
+               shape_str(index.sizes()), " to be no larger than self ",
+               shape_str(self.sizes()), " apart from dimension ", dim);
+  }
+  Tensor out = clone(s);
+  check_cpu("scatter_add", self);
+  cpu::scatter_add_kernel(out, dim, contiguous(idx), sr);
+  return self.dim() == 0 ? reshape(out, {}) : out;
+}
+
+}  // namespace native
+}  // namespace loom

@@ -1,0 +1,44 @@
+// Raw (non-differentiable) indexing: index_select, index_add, gather,
+// scatter_add.  Shapes, dtypes and devices are checked here; the kernels in
+// tensor/cpu/Index.cpp check every index value against its dim and throw
+// "<op>: index V is out of bounds for dimension D with size S".  Negative
+// index values are out of bounds, as in PyTorch's gather.  Results are new
+// tensors on self's device; nothing is modified in place.
+#pragma once
+
+#include "tensor/Tensor.h"
+
+namespace loom {
+namespace native {
+
+// Entries of self along dim at `index` (1-D or 0-dim, int64 or int32):
+// out.size(dim) == index.numel(), the other dims as self.
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// A copy of self with source's slices added at `index` along dim (repeated
+// indices accumulate).  source has self's shape except source.size(dim) ==
+// index.numel(), and self's dtype.
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+// out[i][j] = self[index[i][j]][j] for dim 0 (likewise for other dims).
+// index is int64 of self's rank with index.size(d) <= self.size(d) for d != dim;
+// out has index's shape and self's dtype.
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+// A copy of self with out[index[i][j]][j] += src[i][j] for dim 0 (likewise for
+// other dims).  index is int64; self, index and src share one rank, with
+// index.size(d) <= src.size(d) for every d and <= self.size(d) for d != dim;
+// src has self's dtype.
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+
+}  // namespace native
+
+namespace cpu {
+// The kernels: outputs are fresh contiguous tensors of the result shape
+// (index_add/scatter_add: already holding self's values); index is a
+// contiguous int64 tensor; for index_select/index_add the other operands are
+// contiguous too, for gather/scatter_add they may be strided.  Each kernel
+// checks all index values before it writes anything.
+void index_select_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
+void index_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source);
+void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
+void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+}  // namespace cpu
+}  // namespace loom

@@ -1,0 +1,32 @@
+// Raw (non-differentiable) joins: cat and stack.  Argument checks, dtype
+// promotion and output allocation here; the byte copying in the backend's
+// kernel (tensor/cpu/Join.cpp).  The differentiable forms are loom::cat and
+// loom::stack (autograd/functions/Shape.h).
+#pragma once
+
+#include <vector>
+
+#include "tensor/Tensor.h"
+
+namespace loom {
+namespace native {
+
+// Concatenates along dim (negative dims count from the end).  All tensors sit
+// on one device and agree on every other dim; the result has the promoted
+// dtype of all inputs.  1-D tensors of shape [0] are skipped (PyTorch's legacy
+// rule), so cat({empty, x}) is x's values.  Throws for an empty list, a
+// device mismatch (naming both devices) or a shape mismatch (naming the entry).
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+// Joins equal-shaped tensors along a new dim `dim` (in [-rank-1, rank]).
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+// Whether cat skips t (a 1-D tensor of shape [0]).
+bool cat_skips(const Tensor& t);
+
+}  // namespace native
+
+namespace cpu {
+// out = cat(inputs, dim); every input is contiguous, of out's dtype and
+// device, and already of out's shape except along dim; out is contiguous.
+void cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim);
+}  // namespace cpu
+}  // namespace loom
