@@ -1,13 +1,100 @@
+// Raw reductions: argument checks, output allocation and the (outer, reduce,
+// inner) layout; the loops are in tensor/cpu/Reduce.cpp.
 #include "tensor/native/Reduce.h"
 
 #include "tensor/Factory.h"
-#include "tensor/Parallel.h"
 #include "tensor/ShapeUtil.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/Views.h"
 
 namespace loom {
 namespace native {
+
+namespace {
+
+void check_cpu(const char* op, const Tensor& self) {
+  LOOM_CHECK(self.is_cpu(), op, ": ", self.device(), " needs the CUDA backend");
+}
+
+void check_floating(const char* op, const Tensor& self) {
+  LOOM_CHECK(self.is_floating_point(), op,
+             ": expected a floating-point tensor (float32 or float64), got ", self.describe(),
+             "; convert it with .to(kFloat32) first");
+}
+
+TensorOptions like(const Tensor& self, DType dtype) {
+  return TensorOptions(dtype).device(self.device());
+}
+
+std::vector<bool> one_dim_mask(const Tensor& self, int64_t dim, const char* op) {
+  return dim_mask({dim}, self.dim(), op);
+}
+
+// (values, indices) of a max/min along dim; either may be skipped.
+std::tuple<Tensor, Tensor> extremum(const char* op, const Tensor& self, int64_t dim, bool keepdim,
+                                    bool is_max, bool want_values) {
+  check_defined(op, self, "self");
+  check_cpu(op, self);
+  const std::vector<bool> mask = one_dim_mask(self, dim, op);
+  const int64_t d = wrap_dim(dim, self.dim(), op);
+  const int64_t reduce_size = self.dim() == 0 ? 1 : self.sizes()[d];
+  LOOM_CHECK(reduce_size > 0, op, ": cannot reduce over dim ", d, " of size 0 in ",
+             self.describe(), " (there is no ", is_max ? "max" : "min", " of nothing)");
+  const IntList shape = reduced_shape(self.sizes(), mask, keepdim);
+  Tensor values = want_values ? empty(shape, like(self, self.dtype())) : Tensor();
+  Tensor indices = empty(shape, like(self, kInt64));
+  cpu::extremum_kernel(values, indices, reduce_view(self, mask), is_max);
+  return {values, indices};
+}
+
+Tensor extremum_all(const char* op, const Tensor& self, bool is_max, bool want_index) {
+  check_defined(op, self, "self");
+  check_cpu(op, self);
+  LOOM_CHECK(self.numel() > 0, op, ": expected a non-empty tensor, got ", self.describe(),
+             "; reduce along a dim instead");
+  const std::vector<bool> mask(self.dim(), true);
+  Tensor values = want_index ? Tensor() : empty({}, like(self, self.dtype()));
+  Tensor index = empty({}, like(self, kInt64));
+  cpu::extremum_kernel(values, index, reduce_view(self, mask), is_max);
+  return want_index ? index : values;
+}
+
+}  // namespace
+
+ReduceView reduce_view(const Tensor& self, const std::vector<bool>& mask) {
+  ReduceView v;
+  // The reduced dims of size > 1 must form one adjacent block to avoid a permute.
+  int state = 0;  // 0: before the block, 1: inside, 2: after
+  bool adjacent = true;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (self.sizes()[d] == 1) continue;
+    if (mask[d]) {
+      if (state == 2) adjacent = false;
+      state = 1;
+    } else if (state == 1) {
+      state = 2;
+    }
+  }
+  if (!adjacent) {
+    v.src = reduction_layout(self, mask, v.outer, v.reduce);
+    return v;
+  }
+  v.src = contiguous(self);
+  state = 0;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    const int64_t s = self.sizes()[d];
+    if (s == 1) continue;
+    if (mask[d]) {
+      v.reduce *= s;
+      state = 1;
+    } else if (state == 0) {
+      v.outer *= s;
+    } else {
+      v.inner *= s;
+    }
+  }
+  return v;
+}
 
 Tensor reduction_layout(const Tensor& self, const std::vector<bool>& mask, int64_t& outer,
                         int64_t& inner) {
@@ -29,29 +116,68 @@ Tensor reduction_layout(const Tensor& self, const std::vector<bool>& mask, int64
 
 Tensor sum(const Tensor& self, IntList dims, bool keepdim) {
   check_defined("sum", self, "self");
-  LOOM_CHECK(self.is_cpu(), "sum: ", self.device(), " needs the CUDA backend");
+  check_cpu("sum", self);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), "sum");
   const DType out_dtype = is_floating_point(self.dtype()) ? self.dtype() : kInt64;
-  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), TensorOptions(out_dtype).device(self.device()));
-  int64_t outer, inner;
-  const Tensor src = reduction_layout(self, mask, outer, inner);
-  dispatch_dtype(self.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-    using Out = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
-    const T* in = static_cast<const T*>(src.data_ptr());
-    Out* o = static_cast<Out*>(out.data_ptr());
-    parallel_for(0, outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1)),
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t i = b; i < e; ++i) {
-                     Acc acc = 0;
-                     const T* row = in + i * inner;
-                     for (int64_t j = 0; j < inner; ++j) acc += static_cast<Acc>(row[j]);
-                     o[i] = static_cast<Out>(acc);
-                   }
-                 });
-  });
+  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, out_dtype));
+  cpu::sum_kernel(out, reduce_view(self, mask), /*mean=*/false);
   return out;
+}
+
+Tensor mean(const Tensor& self, IntList dims, bool keepdim) {
+  check_defined("mean", self, "self");
+  check_floating("mean", self);
+  check_cpu("mean", self);
+  const std::vector<bool> mask = dim_mask(dims, self.dim(), "mean");
+  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, self.dtype()));
+  cpu::sum_kernel(out, reduce_view(self, mask), /*mean=*/true);
+  return out;
+}
+
+Tensor var(const Tensor& self, IntList dims, int64_t correction, bool keepdim, bool take_sqrt) {
+  const char* op = take_sqrt ? "std" : "var";
+  check_defined(op, self, "self");
+  check_floating(op, self);
+  check_cpu(op, self);
+  LOOM_CHECK(correction >= 0, op, ": correction must be non-negative, got ", correction);
+  const std::vector<bool> mask = dim_mask(dims, self.dim(), op);
+  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, self.dtype()));
+  cpu::var_kernel(out, reduce_view(self, mask), correction, take_sqrt);
+  return out;
+}
+
+Tensor max(const Tensor& self) { return extremum_all("max", self, true, false); }
+Tensor min(const Tensor& self) { return extremum_all("min", self, false, false); }
+Tensor argmax(const Tensor& self) { return extremum_all("argmax", self, true, true); }
+Tensor argmin(const Tensor& self) { return extremum_all("argmin", self, false, true); }
+
+std::tuple<Tensor, Tensor> max(const Tensor& self, int64_t dim, bool keepdim) {
+  return extremum("max", self, dim, keepdim, true, true);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& self, int64_t dim, bool keepdim) {
+  return extremum("min", self, dim, keepdim, false, true);
+}
+Tensor argmax(const Tensor& self, int64_t dim, bool keepdim) {
+  return std::get<1>(extremum("argmax", self, dim, keepdim, true, false));
+}
+Tensor argmin(const Tensor& self, int64_t dim, bool keepdim) {
+  return std::get<1>(extremum("argmin", self, dim, keepdim, false, false));
+}
+
+Tensor select_along_dim_backward(const Tensor& grad, const Tensor& indices, const IntList& sizes,
+                                 int64_t dim, bool keepdim) {
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  const int64_t d = wrap_dim(dim, rank, "max/min backward");
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= sizes[i];
+  for (int64_t i = d + 1; i < rank; ++i) inner *= sizes[i];
+  const int64_t reduce = rank == 0 ? 1 : sizes[d];
+  (void)keepdim;  // grad and indices are read in row-major order either way
+  Tensor grad_input = zeros(sizes, like(grad, grad.dtype()));
+  check_cpu("max/min backward", grad);
+  cpu::scatter_reduced_kernel(grad_input, contiguous(grad), contiguous(indices), outer, reduce,
+                              inner);
+  return grad_input;
 }
 
 }  // namespace native

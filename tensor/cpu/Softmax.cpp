@@ -1,0 +1,166 @@
+// CPU softmax/log_softmax over a contiguous (outer, D, inner) block.
+//
+// inner == 1 (softmax over the last dim, the common case): one contiguous row
+// per output row, parallel over rows.  inner > 1: rows of `inner` values are
+// walked D times per tile with per-lane running max and sum, so memory is read
+// in order.  Sums accumulate in the input type's wider partner (double).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tensor/Parallel.h"
+#include "tensor/native/Softmax.h"
+
+namespace loom {
+namespace cpu {
+
+namespace {
+
+constexpr int64_t kGrain = 16384;  // values per thread, at least
+constexpr int64_t kTile = 256;     // lanes per tile when inner > 1
+
+// Calls fn(a, k0, n) for tiles of n <= kTile lanes starting at lane k0 of
+// outer row a, in parallel.
+template <typename Fn>
+void for_each_tile(int64_t outer, int64_t D, int64_t inner, const Fn& fn) {
+  const int64_t tiles = (inner + kTile - 1) / kTile;
+  const int64_t work = std::max<int64_t>(D, 1) * std::min(inner, kTile);
+  parallel_for(0, outer * tiles, std::max<int64_t>(1, kGrain / work), [&](int64_t b, int64_t e) {
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t a = u / tiles, k0 = (u % tiles) * kTile;
+      fn(a, k0, std::min(inner - k0, kTile));
+    }
+  });
+}
+
+template <typename T>
+void softmax_rows(T* out, const T* x, int64_t outer, int64_t D, bool log) {
+  parallel_for(0, outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(D, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t a = b; a < e; ++a) {
+                   const T* xr = x + a * D;
+                   T* yr = out + a * D;
+                   T m = -std::numeric_limits<T>::infinity();
+                   for (int64_t j = 0; j < D; ++j) m = xr[j] > m ? xr[j] : m;
+                   double s = 0;
+                   if (log) {
+                     for (int64_t j = 0; j < D; ++j) s += std::exp(xr[j] - m);
+                     // (x - m) - log(s) keeps precision that x - (m + log(s)) loses.
+                     const T log_s = static_cast<T>(std::log(s));
+                     for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - m) - log_s;
+                   } else {
+                     for (int64_t j = 0; j < D; ++j) {
+                       yr[j] = std::exp(xr[j] - m);
+                       s += yr[j];
+                     }
+                     const T inv = static_cast<T>(1.0 / s);
+                     for (int64_t j = 0; j < D; ++j) yr[j] *= inv;
+                   }
+                 }
+               });
+}
+
+template <typename T>
+void softmax_lanes(T* out, const T* x, int64_t outer, int64_t D, int64_t inner, bool log) {
+  for_each_tile(outer, D, inner, [&](int64_t a, int64_t k0, int64_t n) {
+    T m[kTile];
+    double s[kTile];
+    const T* xb = x + a * D * inner + k0;
+    T* yb = out + a * D * inner + k0;
+    std::fill(m, m + n, -std::numeric_limits<T>::infinity());
+    std::fill(s, s + n, 0.0);
+    for (int64_t j = 0; j < D; ++j)
+      for (int64_t k = 0; k < n; ++k) m[k] = xb[j * inner + k] > m[k] ? xb[j * inner + k] : m[k];
+    for (int64_t j = 0; j < D; ++j)
+      for (int64_t k = 0; k < n; ++k) {
+        const T ex = std::exp(xb[j * inner + k] - m[k]);
+        if (!log) yb[j * inner + k] = ex;
+        s[k] += ex;
+      }
+    if (log) {
+      T log_s[kTile];
+      for (int64_t k = 0; k < n; ++k) log_s[k] = static_cast<T>(std::log(s[k]));
+      for (int64_t j = 0; j < D; ++j)
+        for (int64_t k = 0; k < n; ++k)
+          yb[j * inner + k] = (xb[j * inner + k] - m[k]) - log_s[k];
+    } else {
+      T inv[kTile];
+      for (int64_t k = 0; k < n; ++k) inv[k] = static_cast<T>(1.0 / s[k]);
+      for (int64_t j = 0; j < D; ++j)
+        for (int64_t k = 0; k < n; ++k) yb[j * inner + k] *= inv[k];
+    }
+  });
+}
+
+template <typename T>
+void backward_rows(T* gi, const T* g, const T* y, int64_t outer, int64_t D, bool log) {
+  parallel_for(0, outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(D, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t a = b; a < e; ++a) {
+                   const T* gr = g + a * D;
+                   const T* yr = y + a * D;
+                   T* out = gi + a * D;
+                   double s = 0;
+                   if (log) {
+                     for (int64_t j = 0; j < D; ++j) s += gr[j];
+                     const T st = static_cast<T>(s);
+                     for (int64_t j = 0; j < D; ++j) out[j] = gr[j] - std::exp(yr[j]) * st;
+                   } else {
+                     for (int64_t j = 0; j < D; ++j) s += static_cast<double>(gr[j]) * yr[j];
+                     const T st = static_cast<T>(s);
+                     for (int64_t j = 0; j < D; ++j) out[j] = yr[j] * (gr[j] - st);
+                   }
+                 }
+               });
+}
+
+template <typename T>
+void backward_lanes(T* gi, const T* g, const T* y, int64_t outer, int64_t D, int64_t inner,
+                    bool log) {
+  for_each_tile(outer, D, inner, [&](int64_t a, int64_t k0, int64_t n) {
+    const int64_t base = a * D * inner + k0;
+    double s[kTile];
+    std::fill(s, s + n, 0.0);
+    for (int64_t j = 0; j < D; ++j)
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = base + j * inner + k;
+        s[k] += log ? static_cast<double>(g[i]) : static_cast<double>(g[i]) * y[i];
+      }
+    for (int64_t j = 0; j < D; ++j)
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = base + j * inner + k;
+        const T st = static_cast<T>(s[k]);
+        gi[i] = log ? g[i] - std::exp(y[i]) * st : y[i] * (g[i] - st);
+      }
+  });
+}
+
+}  // namespace
+
+void softmax_kernel(const Tensor& out, const Tensor& x, int64_t outer, int64_t D, int64_t inner,
+                    bool log) {
+  dispatch_floating(x.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = static_cast<T*>(out.data_ptr());
+    const T* in = static_cast<const T*>(x.data_ptr());
+    if (inner == 1) softmax_rows<T>(o, in, outer, D, log);
+    else softmax_lanes<T>(o, in, outer, D, inner, log);
+  });
+}
+
+void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& output,
+                             int64_t outer, int64_t D, int64_t inner, bool log) {
+  dispatch_floating(output.dtype(), log ? "log_softmax_backward" : "softmax_backward",
+                    [&](auto tag) {
+                      using T = typename decltype(tag)::type;
+                      T* gi = static_cast<T*>(grad_input.data_ptr());
+                      const T* g = static_cast<const T*>(grad.data_ptr());
+                      const T* y = static_cast<const T*>(output.data_ptr());
+                      if (inner == 1) backward_rows<T>(gi, g, y, outer, D, log);
+                      else backward_lanes<T>(gi, g, y, outer, D, inner, log);
+                    });
+}
+
+}  // namespace cpu
+}  // namespace loom

@@ -1,0 +1,30 @@
+// Raw dropout: checks and one generator draw; the mask loop is in tensor/cpu/Dropout.cpp.
+#include "tensor/native/Dropout.h"
+
+#include "tensor/Factory.h"
+#include "tensor/native/Copy.h"
+
+namespace loom {
+namespace native {
+
+std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen) {
+  check_defined("dropout", input, "input");
+  LOOM_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
+  LOOM_CHECK(input.is_floating_point(), "dropout: expected a floating-point input, got ",
+             input.describe());
+  LOOM_CHECK(input.is_cpu(), "dropout: ", input.device(), " needs the CUDA backend");
+  Generator& g = gen ? *gen : default_generator();
+  uint64_t seed;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    seed = g.next_u64();
+  }
+  const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
+  Tensor out = empty(input.sizes(), options);
+  Tensor mask = empty(input.sizes(), options);
+  cpu::dropout_kernel(out, mask, contiguous(input), p, seed);
+  return {out, mask};
+}
+
+}  // namespace native
+}  // namespace loom

@@ -1,0 +1,199 @@
+// Raw losses: argument checks, layout and reduction; per-element work in
+// tensor/cpu/Loss.cpp.
+#include "tensor/native/Loss.h"
+
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Views.h"
+
+namespace loom {
+namespace native {
+
+namespace {
+
+TensorOptions like(const Tensor& t, DType dtype) { return TensorOptions(dtype).device(t.device()); }
+
+// The reduced (0-dim) or unreduced result of a class loss.
+Tensor finish_class_loss(const Tensor& per_element, const cpu::LossTotals& totals,
+                         const ClassLossShape& shape, LossReduction reduction) {
+  switch (reduction) {
+    case LossReduction::kNone:
+      return view(per_element, shape.none_shape);
+    case LossReduction::kSum:
+      return scalar_tensor(totals.loss, like(per_element, per_element.dtype()));
+    case LossReduction::kMean:
+      break;
+  }
+  return scalar_tensor(totals.loss / totals.weight, like(per_element, per_element.dtype()));
+}
+
+// The factor every incoming gradient is multiplied by.
+double grad_scale(LossReduction reduction, double divisor) {
+  return reduction == LossReduction::kMean ? 1.0 / divisor : 1.0;
+}
+
+void check_loss_grad(const char* op, const Tensor& grad, const IntList& none_shape,
+                     LossReduction reduction, const Tensor& input) {
+  check_defined(op, grad, "grad");
+  if (reduction == LossReduction::kNone) {
+    LOOM_CHECK(grad.sizes() == none_shape, op, ": expected grad of shape ", shape_str(none_shape),
+               ", got ", grad.describe());
+  } else {
+    LOOM_CHECK(grad.numel() == 1, op, ": expected a one-element grad, got ", grad.describe());
+  }
+  LOOM_CHECK(grad.dtype() == input.dtype(), op, ": grad ", grad.describe(),
+             " does not match the input's dtype ", dtype_name(input.dtype()));
+  check_same_device(op, grad, "grad", input, "input");
+}
+
+Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }
+
+}  // namespace
+
+ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tensor& target,
+                                const Tensor& weight, int64_t ignore_index) {
+  check_defined(op, input, "input");
+  check_defined(op, target, "target");
+  LOOM_CHECK(input.is_floating_point(), op,
+             ": expected a floating-point input (float32 or float64), got ", input.describe());
+  LOOM_CHECK(input.dim() >= 1, op, ": expected input of shape (N, C) or (N, C, d1, ...), got ",
+             input.describe());
+  LOOM_CHECK(target.dtype() == kInt64, op, ": expected target of dtype int64 (class indices), got ",
+             target.describe());
+  check_same_device(op, input, "input", target, "target");
+  ClassLossShape s;
+  if (input.dim() == 1) {
+    s.C = input.sizes()[0];
+  } else {
+    s.N = input.sizes()[0];
+    s.C = input.sizes()[1];
+    s.none_shape.push_back(s.N);
+    for (int64_t d = 2; d < input.dim(); ++d) {
+      s.S *= input.sizes()[d];
+      s.none_shape.push_back(input.sizes()[d]);
+    }
+  }
+  LOOM_CHECK(target.sizes() == s.none_shape, op, ": expected target of shape ",
+             shape_str(s.none_shape), " for input of shape ", shape_str(input.sizes()),
+             ", got target ", target.describe());
+  if (weight.defined()) {
+    LOOM_CHECK(weight.dim() == 1 && weight.numel() == s.C, op,
+               ": expected weight of shape [C] = [", s.C, "], got ", weight.describe());
+    LOOM_CHECK(weight.dtype() == input.dtype(), op, ": expected weight of dtype ",
+               dtype_name(input.dtype()), " like the input, got ", weight.describe());
+    check_same_device(op, input, "input", weight, "weight");
+  }
+  LOOM_CHECK(input.is_cpu(), op, ": ", input.device(), " needs the CUDA backend");
+  const Tensor t = contiguous(target);
+  const int64_t* tp = static_cast<const int64_t*>(t.data_ptr());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t v = tp[i];
+    LOOM_CHECK(v == ignore_index || (v >= 0 && v < s.C), op, ": Target ", v,
+               " is out of bounds: expected a class index in [0, ", s.C, ") (C = ", s.C,
+               ") or ignore_index ", ignore_index);
+  }
+  return s;
+}
+
+std::tuple<Tensor, Tensor> nll_loss(const Tensor& input, const Tensor& target,
+                                    const Tensor& weight, LossReduction reduction,
+                                    int64_t ignore_index) {
+  const ClassLossShape s = check_class_loss("nll_loss", input, target, weight, ignore_index);
+  Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
+  const cpu::LossTotals totals =
+      cpu::nll_loss_kernel(per, contiguous(input), contiguous(target), contiguous_or_none(weight),
+                           s.N, s.C, s.S, ignore_index);
+  return {finish_class_loss(per, totals, s, reduction),
+          scalar_tensor(totals.weight, like(input, kFloat64))};
+}
+
+Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
+                         const Tensor& weight, LossReduction reduction, int64_t ignore_index,
+                         double total_weight) {
+  const ClassLossShape s = check_class_loss("nll_loss_backward", input, target, weight,
+                                            ignore_index);
+  check_loss_grad("nll_loss_backward", grad, s.none_shape, reduction, input);
+  Tensor grad_input = zeros(input.sizes(), like(input, input.dtype()));
+  cpu::nll_loss_backward_kernel(grad_input, contiguous(grad), grad_scale(reduction, total_weight),
+                                contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
+                                ignore_index);
+  return grad_input;
+}
+
+std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tensor& target,
+                                                 const Tensor& weight, LossReduction reduction,
+                                                 int64_t ignore_index, double label_smoothing) {
+  LOOM_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+             "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  const ClassLossShape s = check_class_loss("cross_entropy", input, target, weight, ignore_index);
+  Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
+  Tensor lse = empty(s.none_shape, like(input, input.dtype()));
+  const cpu::LossTotals totals = cpu::cross_entropy_kernel(
+      per, lse, contiguous(input), contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
+      ignore_index, label_smoothing);
+  return {finish_class_loss(per, totals, s, reduction), lse,
+          scalar_tensor(totals.weight, like(input, kFloat64))};
+}
+
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
+                              const Tensor& weight, const Tensor& logsumexp,
+                              LossReduction reduction, int64_t ignore_index,
+                              double label_smoothing, double total_weight) {
+  const ClassLossShape s = check_class_loss("cross_entropy_backward", input, target, weight,
+                                            ignore_index);
+  check_loss_grad("cross_entropy_backward", grad, s.none_shape, reduction, input);
+  LOOM_CHECK(logsumexp.sizes() == s.none_shape && logsumexp.dtype() == input.dtype(),
+             "cross_entropy_backward: logsumexp ", logsumexp.describe(), " does not match input ",
+             input.describe());
+  Tensor grad_input = empty(input.sizes(), like(input, input.dtype()));
+  cpu::cross_entropy_backward_kernel(grad_input, contiguous(grad),
+                                     grad_scale(reduction, total_weight), contiguous(input),
+                                     contiguous(logsumexp), contiguous(target),
+                                     contiguous_or_none(weight), s.N, s.C, s.S, ignore_index,
+                                     label_smoothing);
+  return grad_input;
+}
+
+namespace {
+
+// input and target broadcast to one shape, contiguous.
+std::tuple<Tensor, Tensor> mse_operands(const char* op, const Tensor& input,
+                                        const Tensor& target) {
+  check_defined(op, input, "input");
+  check_defined(op, target, "target");
+  LOOM_CHECK(input.is_floating_point() && input.dtype() == target.dtype(), op,
+             ": expected input and target of one floating dtype, got input ", input.describe(),
+             " and target ", target.describe());
+  check_same_device(op, input, "input", target, "target");
+  LOOM_CHECK(input.is_cpu(), op, ": ", input.device(), " needs the CUDA backend");
+  const IntList shape = broadcast_shapes(input.sizes(), target.sizes(), op);
+  return {contiguous(expand(input, shape)), contiguous(expand(target, shape))};
+}
+
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reduction) {
+  const auto [x, y] = mse_operands("mse_loss", input, target);
+  if (reduction == LossReduction::kNone) {
+    Tensor out = empty(x.sizes(), like(x, x.dtype()));
+    cpu::squared_error_kernel(out, x, y);
+    return out;
+  }
+  double total = cpu::squared_error_sum_kernel(x, y);
+  if (reduction == LossReduction::kMean) total /= static_cast<double>(x.numel());
+  return scalar_tensor(total, like(x, x.dtype()));
+}
+
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
+                         LossReduction reduction) {
+  const auto [x, y] = mse_operands("mse_loss_backward", input, target);
+  check_loss_grad("mse_loss_backward", grad, x.sizes(), reduction, x);
+  Tensor grad_input = empty(x.sizes(), like(x, x.dtype()));
+  cpu::squared_error_backward_kernel(grad_input, contiguous(grad),
+                                     grad_scale(reduction, static_cast<double>(x.numel())), x, y);
+  return grad_input;
+}
+
+}  // namespace native
+}  // namespace loom
