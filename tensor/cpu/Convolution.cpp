@@ -1,0 +1,426 @@
+// im2col + GEMM convolution, forward and backward; see Convolution.h for the
+// chunking scheme.  Per group g (Og = O / groups output channels, Cg input
+// channels, CKK = Cg * kh * kw):
+//
+//   forward      out[:, chunk] (Og, P)  = W_g (Og, CKK) @ col (CKK, P)
+//   grad_weight  gW_g (Og, CKK)        += gO[:, chunk] (Og, P) @ col^T (P, CKK)
+//   grad_input   colg (CKK, P)          = W_g^T (CKK, Og) @ gO[:, chunk] (Og, P)
+//                gI                    += col2im(colg)
+//
+// where P is the chunk's pixel count.  A stride-1, unpadded 1x1 convolution
+// skips im2col: the input plane already is the column matrix.
+#include "tensor/cpu/Convolution.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "tensor/Parallel.h"
+#include "tensor/cpu/Gemm.h"
+
+namespace loom {
+namespace cpu {
+namespace {
+
+// Elements of one thread's im2col buffer in the parallel scheme (~L2/3).
+constexpr int64_t kColBudget = 160 * 1024;
+// ... and of the single shared buffer when chunks run one at a time.
+constexpr int64_t kSequentialColBudget = 4 * 1024 * 1024;
+// Below this many multiply-adds a convolution stays on one thread.
+constexpr int64_t kParallelMacs = 1 << 18;
+
+// The output columns ow whose input column ow * stride + offset is in [0, width).
+void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t out_w, int64_t& lo,
+                   int64_t& hi) {
+  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  hi = width - 1 - offset < 0 ? 0 : (width - 1 - offset) / stride + 1;
+  lo = std::min(lo, out_w);
+  hi = std::max(lo, std::min(hi, out_w));
+}
+
+template <typename T>
+T sum_row(const T* x, int64_t n) {
+  T acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += x[i + l];
+  T s = 0;
+  for (; i < n; ++i) s += x[i];
+  for (int l = 0; l < 16; ++l) s += acc[l];
+  return s;
+}
+
+// One chunk of output pixels: images [n0, n1) and, within each, pixels
+// [p0, p1) (a partial range only when n1 == n0 + 1).
+struct Chunk {
+  int64_t n0, n1, p0, p1;
+  int64_t images() const { return n1 - n0; }
+  int64_t cols() const { return (n1 - n0) * (p1 - p0); }
+};
+
+template <typename T>
+class ConvRunner {
+ public:
+  explicit ConvRunner(const ConvGeometry& g) : g_(g) {
+    cg_ = g.in_channels / g.groups;
+    og_ = g.out_channels / g.groups;
+    kk_ = g.kernel_h * g.kernel_w;
+    ckk_ = cg_ * kk_;
+    hw_ = g.height * g.width;
+    ohw_ = g.out_h * g.out_w;
+    identity_ = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+                g.pad_h == 0 && g.pad_w == 0;
+  }
+
+  // Calls fn(chunk, inner_parallel, state) for every chunk; chunks of one
+  // image always go to the same thread.  Each thread (or the single caller)
+  // makes its state with begin(max_chunk_cols) and hands it to end(state)
+  // when done (for per-thread accumulators).
+  template <typename Begin, typename Fn, typename End>
+  void for_each_chunk(const Begin& begin, const Fn& fn, const End& end) const {
+    // Small convolutions run on the calling thread: waking the pool costs more.
+    const int64_t macs = g_.batch * g_.out_channels * ohw_ * ckk_;
+    const int64_t threads = macs < kParallelMacs ? 1 : get_num_threads();
+    int64_t images, pixels;
+    plan(kColBudget, images, pixels);
+    const int64_t units = (g_.batch + images - 1) / images;
+    if (threads > 1 && units >= 2 * threads) {
+      parallel_for(0, units, 1, [&](int64_t u0, int64_t u1) {
+        auto state = begin(std::min(images, g_.batch) * pixels);
+        for (int64_t u = u0; u < u1; ++u)
+          unit_chunks(u, images, pixels, [&](const Chunk& c) { fn(c, false, state); });
+        end(state);
+      });
+      return;
+    }
+    plan(kSequentialColBudget, images, pixels);
+    auto state = begin(std::min(images, g_.batch) * pixels);
+    for (int64_t u = 0; u * images < g_.batch; ++u)
+      unit_chunks(u, images, pixels, [&](const Chunk& c) { fn(c, threads > 1, state); });
+    end(state);
+  }
+
+  // col (CKK, chunk.cols()) for group `group`, images laid side by side.
+  void im2col(const T* input, const Chunk& c, int64_t group, T* col, bool parallel) const {
+    const int64_t ld = c.cols(), span = c.p1 - c.p0;
+    auto one = [&](int64_t n) {
+      im2col_image(input + (n * g_.in_channels + group * cg_) * hw_, c.p0, c.p1,
+                   col + (n - c.n0) * span, ld);
+    };
+    if (parallel) {
+      parallel_for(c.n0, c.n1, 1, [&](int64_t a, int64_t b) {
+        for (int64_t n = a; n < b; ++n) one(n);
+      });
+    } else {
+      for (int64_t n = c.n0; n < c.n1; ++n) one(n);
+    }
+  }
+
+  // grad_input[images of c, group] += col2im(colg (CKK, chunk.cols())).
+  void col2im(const T* colg, const Chunk& c, int64_t group, T* grad_input, bool parallel) const {
+    const int64_t ld = c.cols(), span = c.p1 - c.p0;
+    auto one = [&](int64_t n) {
+      col2im_image(colg + (n - c.n0) * span, ld, c.p0, c.p1,
+                   grad_input + (n * g_.in_channels + group * cg_) * hw_);
+    };
+    if (parallel) {
+      parallel_for(c.n0, c.n1, 1, [&](int64_t a, int64_t b) {
+        for (int64_t n = a; n < b; ++n) one(n);
+      });
+    } else {
+      for (int64_t n = c.n0; n < c.n1; ++n) one(n);
+    }
+  }
+
+  const ConvGeometry& g_;
+  int64_t cg_, og_, kk_, ckk_, hw_, ohw_;
+  bool identity_;
+
+ private:
+  // Chunk sizes for an im2col buffer of `budget` elements.
+  void plan(int64_t budget, int64_t& images, int64_t& pixels) const {
+    const int64_t cols = std::max<int64_t>(32, budget / std::max<int64_t>(ckk_, 1));
+    if (ohw_ >= cols || identity_) {
+      images = 1;
+      const int64_t pieces = (ohw_ + cols - 1) / cols;
+      pixels = std::max<int64_t>(1, (ohw_ + pieces - 1) / pieces);
+      if (identity_) pixels = ohw_;
+    } else {
+      images = std::max<int64_t>(1, cols / std::max<int64_t>(ohw_, 1));
+      pixels = ohw_;
+    }
+  }
+
+  template <typename Fn>
+  void unit_chunks(int64_t unit, int64_t images, int64_t pixels, const Fn& fn) const {
+    const int64_t n0 = unit * images, n1 = std::min(g_.batch, n0 + images);
+    if (n1 - n0 > 1 || pixels >= ohw_) {
+      fn(Chunk{n0, n1, 0, ohw_});
+      return;
+    }
+    for (int64_t p = 0; p < ohw_; p += pixels) fn(Chunk{n0, n1, p, std::min(ohw_, p + pixels)});
+  }
+
+  // One image's channels of this group (Cg, H, W) -> rows of col, columns
+  // [p0, p1) of the image's output pixels written at col[row * ld + p - p0].
+  void im2col_image(const T* x, int64_t p0, int64_t p1, T* col, int64_t ld) const {
+    const int64_t H = g_.height, W = g_.width, OW = g_.out_w;
+    const int64_t oh0 = p0 / OW, oh1 = (p1 - 1) / OW;
+    for (int64_t c = 0; c < cg_; ++c) {
+      const T* plane = x + c * hw_;
+      for (int64_t ki = 0; ki < g_.kernel_h; ++ki) {
+        for (int64_t kj = 0; kj < g_.kernel_w; ++kj) {
+          T* dst = col + ((c * g_.kernel_h + ki) * g_.kernel_w + kj) * ld;
+          const int64_t off_w = kj * g_.dilation_w - g_.pad_w;
+          int64_t lo, hi;
+          valid_columns(off_w, g_.stride_w, W, OW, lo, hi);
+          for (int64_t oh = oh0; oh <= oh1; ++oh) {
+            const int64_t ob = oh == oh0 ? p0 - oh * OW : 0;
+            const int64_t oe = oh == oh1 ? p1 - oh * OW : OW;
+            T* d = dst + oh * OW - p0;
+            const int64_t ih = oh * g_.stride_h - g_.pad_h + ki * g_.dilation_h;
+            if (ih < 0 || ih >= H) {
+              std::fill(d + ob, d + oe, T(0));
+              continue;
+            }
+            const int64_t l = std::min(std::max(lo, ob), oe);
+            const int64_t h = std::max(l, std::min(hi, oe));
+            std::fill(d + ob, d + l, T(0));
+            const T* s = plane + ih * W + off_w;  // s[ow * stride_w] for ow in [l, h)
+            if (g_.stride_w == 1) {
+              if (h > l) std::memcpy(d + l, s + l, sizeof(T) * (h - l));
+            } else {
+              for (int64_t ow = l; ow < h; ++ow) d[ow] = s[ow * g_.stride_w];
+            }
+            std::fill(d + h, d + oe, T(0));
+          }
+        }
+      }
+    }
+  }
+
+  // The adjoint of im2col_image: accumulates col into the image's planes.
+  void col2im_image(const T* col, int64_t ld, int64_t p0, int64_t p1, T* x) const {
+    const int64_t H = g_.height, W = g_.width, OW = g_.out_w;
+    const int64_t oh0 = p0 / OW, oh1 = (p1 - 1) / OW;
+    for (int64_t c = 0; c < cg_; ++c) {
+      T* plane = x + c * hw_;
+      for (int64_t ki = 0; ki < g_.kernel_h; ++ki) {
+        for (int64_t kj = 0; kj < g_.kernel_w; ++kj) {
+          const T* src = col + ((c * g_.kernel_h + ki) * g_.kernel_w + kj) * ld;
+          const int64_t off_w = kj * g_.dilation_w - g_.pad_w;
+          int64_t lo, hi;
+          valid_columns(off_w, g_.stride_w, W, OW, lo, hi);
+          for (int64_t oh = oh0; oh <= oh1; ++oh) {
+            const int64_t ih = oh * g_.stride_h - g_.pad_h + ki * g_.dilation_h;
+            if (ih < 0 || ih >= H) continue;
+            const int64_t ob = oh == oh0 ? p0 - oh * OW : 0;
+            const int64_t oe = oh == oh1 ? p1 - oh * OW : OW;
+            const int64_t l = std::min(std::max(lo, ob), oe);
+            const int64_t h = std::max(l, std::min(hi, oe));
+            const T* s = src + oh * OW - p0;
+            T* d = plane + ih * W + off_w;
+            if (g_.stride_w == 1) {
+              for (int64_t ow = l; ow < h; ++ow) d[ow] += s[ow];
+            } else {
+              for (int64_t ow = l; ow < h; ++ow) d[ow * g_.stride_w] += s[ow];
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+// An uninitialised scratch array (std::vector would zero it).
+template <typename T>
+class Buffer {
+ public:
+  void reset(int64_t n) { data_.reset(n > 0 ? new T[n] : nullptr); }
+  T* data() const { return data_.get(); }
+
+ private:
+  std::unique_ptr<T[]> data_;
+};
+
+template <typename T>
+void run_gemm(bool parallel, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (parallel) {
+    gemm_parallel<T>(trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
+  } else {
+    gemm<T>(trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, const T* bias,
+                    T* out) {
+  if (g.batch == 0 || g.out_channels == 0 || g.out_h * g.out_w == 0) return;
+  const ConvRunner<T> r(g);
+  const int64_t O = g.out_channels, OHW = r.ohw_;
+  struct Buffers {
+    Buffer<T> col;  // (CKK, cols)
+    Buffer<T> tmp;  // (Og, cols) when a chunk spans several images
+  };
+  auto begin = [&](int64_t max_cols) {
+    Buffers b;
+    if (!r.identity_) b.col.reset(r.ckk_ * max_cols);
+    b.tmp.reset(r.og_ * max_cols);
+    return b;
+  };
+  auto fn = [&](const Chunk& c, bool parallel, Buffers& buf) {
+    const int64_t cols = c.cols();
+    const bool direct = c.images() == 1;
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      const T* b;
+      int64_t ldb;
+      if (r.identity_) {
+        b = input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0;
+        ldb = r.hw_;
+      } else {
+        r.im2col(input, c, grp, buf.col.data(), parallel);
+        b = buf.col.data();
+        ldb = cols;
+      }
+      T* dst = direct ? out + (c.n0 * O + grp * r.og_) * OHW + c.p0 : buf.tmp.data();
+      const int64_t ldc = direct ? OHW : cols;
+      run_gemm<T>(parallel, false, false, r.og_, cols, r.ckk_, weight + grp * r.og_ * r.ckk_,
+                  r.ckk_, b, ldb, T(0), dst, ldc);
+      // Scatter (several images) and add the bias.
+      auto finish = [&](int64_t n0, int64_t n1) {
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t o = 0; o < r.og_; ++o) {
+            T* row = out + (n * O + grp * r.og_ + o) * OHW + c.p0;
+            const int64_t len = c.p1 - c.p0;
+            if (!direct)
+              std::memcpy(row, buf.tmp.data() + o * cols + (n - c.n0) * OHW, sizeof(T) * len);
+            if (bias != nullptr) {
+              const T bv = bias[grp * r.og_ + o];
+              for (int64_t i = 0; i < len; ++i) row[i] += bv;
+            }
+          }
+      };
+      if (parallel) {
+        parallel_for(c.n0, c.n1, 1, finish);
+      } else {
+        finish(c.n0, c.n1);
+      }
+    }
+  };
+  r.for_each_chunk(begin, fn, [](Buffers&) {});
+}
+
+template <typename T>
+void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, const T* grad_out,
+                     T* grad_input, T* grad_weight, T* grad_bias) {
+  const ConvRunner<T> r(g);
+  const int64_t O = g.out_channels, OHW = r.ohw_;
+  const int64_t weight_numel = O * r.ckk_;
+  if (grad_weight != nullptr) std::fill(grad_weight, grad_weight + weight_numel, T(0));
+  if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + O, T(0));
+  if (grad_input != nullptr)
+    std::fill(grad_input, grad_input + g.batch * g.in_channels * r.hw_, T(0));
+  if (g.batch == 0 || O == 0 || OHW == 0) return;
+  std::mutex merge_mutex;
+  struct State {
+    Buffer<T> col;   // (CKK, cols) im2col of the input
+    Buffer<T> colg;  // (CKK, cols) column gradient
+    Buffer<T> gbuf;  // (Og, cols) gathered grad_out of a multi-image chunk
+    std::vector<T> gw, gb;  // per-thread accumulators (parallel scheme)
+    bool local = false;
+  };
+  auto begin = [&](int64_t max_cols) {
+    State s;
+    if (!r.identity_ && grad_weight != nullptr) s.col.reset(r.ckk_ * max_cols);
+    if (!r.identity_ && grad_input != nullptr) s.colg.reset(r.ckk_ * max_cols);
+    s.gbuf.reset(r.og_ * max_cols);
+    return s;
+  };
+  auto fn = [&](const Chunk& c, bool parallel, State& s) {
+    const int64_t cols = c.cols();
+    const bool single = c.images() == 1;
+    if (!parallel && !s.local) {
+      s.local = true;
+      if (grad_weight != nullptr) s.gw.assign(weight_numel, T(0));
+      if (grad_bias != nullptr) s.gb.assign(O, T(0));
+    }
+    T* gw = grad_weight == nullptr ? nullptr : parallel ? grad_weight : s.gw.data();
+    T* gb = grad_bias == nullptr ? nullptr : parallel ? grad_bias : s.gb.data();
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      // This group's output gradient for the chunk: (Og, cols).
+      const T* go;
+      int64_t ldg;
+      if (single) {
+        go = grad_out + (c.n0 * O + grp * r.og_) * OHW + c.p0;
+        ldg = OHW;
+      } else {
+        auto gather = [&](int64_t n0, int64_t n1) {
+          for (int64_t n = n0; n < n1; ++n)
+            for (int64_t o = 0; o < r.og_; ++o)
+              std::memcpy(s.gbuf.data() + o * cols + (n - c.n0) * OHW,
+                          grad_out + (n * O + grp * r.og_ + o) * OHW, sizeof(T) * OHW);
+        };
+        if (parallel) {
+          parallel_for(c.n0, c.n1, 1, gather);
+        } else {
+          gather(c.n0, c.n1);
+        }
+        go = s.gbuf.data();
+        ldg = cols;
+      }
+      if (gb != nullptr)
+        for (int64_t o = 0; o < r.og_; ++o) gb[grp * r.og_ + o] += sum_row(go + o * ldg, cols);
+      const T* wg = weight + grp * r.og_ * r.ckk_;
+      if (gw != nullptr) {
+        const T* x;
+        int64_t ldx;
+        if (r.identity_) {
+          x = input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0;
+          ldx = r.hw_;
+        } else {
+          r.im2col(input, c, grp, s.col.data(), parallel);
+          x = s.col.data();
+          ldx = cols;
+        }
+        run_gemm<T>(parallel, false, true, r.og_, r.ckk_, cols, go, ldg, x, ldx, T(1),
+                    gw + grp * r.og_ * r.ckk_, r.ckk_);
+      }
+      if (grad_input != nullptr) {
+        if (r.identity_) {
+          run_gemm<T>(parallel, true, false, r.ckk_, cols, r.og_, wg, r.ckk_, go, ldg, T(0),
+                      grad_input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0, r.hw_);
+        } else {
+          run_gemm<T>(parallel, true, false, r.ckk_, cols, r.og_, wg, r.ckk_, go, ldg, T(0),
+                      s.colg.data(), cols);
+          r.col2im(s.colg.data(), c, grp, grad_input, parallel);
+        }
+      }
+    }
+  };
+  auto end = [&](State& s) {
+    if (!s.local) return;
+    std::lock_guard<std::mutex> lock(merge_mutex);
+    if (grad_weight != nullptr)
+      for (int64_t i = 0; i < weight_numel; ++i) grad_weight[i] += s.gw[i];
+    if (grad_bias != nullptr)
+      for (int64_t i = 0; i < O; ++i) grad_bias[i] += s.gb[i];
+  };
+  r.for_each_chunk(begin, fn, end);
+}
+
+template void conv2d_forward<float>(const ConvGeometry&, const float*, const float*, const float*,
+                                    float*);
+template void conv2d_forward<double>(const ConvGeometry&, const double*, const double*,
+                                     const double*, double*);
+template void conv2d_backward<float>(const ConvGeometry&, const float*, const float*,
+                                     const float*, float*, float*, float*);
+template void conv2d_backward<double>(const ConvGeometry&, const double*, const double*,
+                                      const double*, double*, double*, double*);
+
+}  // namespace cpu
+}  // namespace loom

@@ -1,0 +1,38 @@
+// CPU convolution kernels (NCHW, contiguous buffers): im2col + GEMM.
+//
+// The output pixels of the whole minibatch are cut into chunks whose im2col
+// matrix fits in L2 (a pixel range of one image, or several whole images);
+// each thread owns whole images, so it can im2col, multiply and col2im its
+// chunks without locks, and the big im2col matrix never round-trips through
+// DRAM.  Layers with few chunks (small late-stage feature maps) instead run
+// chunk by chunk with the GEMM itself split over the threads.
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+namespace cpu {
+
+// Shapes of one 2-D convolution.
+struct ConvGeometry {
+  int64_t batch = 0, in_channels = 0, height = 0, width = 0;
+  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+  int64_t out_h = 0, out_w = 0;
+};
+
+// out (N, O, OH, OW) = conv(input (N, C, H, W), weight (O, C/groups, kh, kw))
+// + bias (O) when bias is non-null.
+template <typename T>
+void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, const T* bias,
+                    T* out);
+
+// Gradients for grad_out (N, O, OH, OW).  Each output pointer may be null
+// (not wanted); those given are overwritten.
+template <typename T>
+void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, const T* grad_out,
+                     T* grad_input, T* grad_weight, T* grad_bias);
+
+}  // namespace cpu
+}  // namespace loom

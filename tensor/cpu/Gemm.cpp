@@ -1,0 +1,359 @@
+// GEMM kernels.  Why a hand-written float32 kernel: the machines loom is
+// measured on have AVX-512, the build targets x86-64-v3 (so Eigen stops at
+// AVX2), and convolution is GEMM-bound; a packed AVX-512 kernel doubles the
+// throughput.  It follows the BLIS scheme:
+//
+//   for jc in N step NC            B block (KC x NC) packed into NR-wide panels
+//     for pc in K step KC
+//       for ic in M step MC        A block (MC x KC) packed into MR-tall panels
+//         for jr in NC step NR     one B panel stays in L1
+//           for ir in MC step MR   8x32 register tile: 16 zmm accumulators
+//
+// Packing absorbs transposes (8x8 in-register transposes for the strided
+// side), so every orientation runs at the same speed.  The AVX-512 code is
+// compiled with a target pragma and only entered when the CPU reports
+// AVX-512; anything else uses Eigen.
+#define EIGEN_DONT_PARALLELIZE  // loom splits work itself (gemm_parallel)
+#include "tensor/cpu/Gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include <Eigen/Core>
+
+#include "tensor/Error.h"
+#include "tensor/Parallel.h"
+
+namespace loom {
+namespace cpu {
+namespace {
+
+// ---- Eigen: every dtype, and float32 without AVX-512 ------------------------
+
+template <typename T>
+void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Stride = Eigen::OuterStride<>;
+  Eigen::Map<Mat, 0, Stride> C(c, m, n, Stride(ldc));
+  if (beta == T(0)) {
+    C.setZero();
+  } else if (beta != T(1)) {
+    C *= beta;
+  }
+  if (k == 0) return;
+  Eigen::Map<const Mat, 0, Stride> A(a, trans_a ? k : m, trans_a ? m : k, Stride(lda));
+  Eigen::Map<const Mat, 0, Stride> B(b, trans_b ? n : k, trans_b ? k : n, Stride(ldb));
+  auto run = [&](const auto& op_a, const auto& op_b) {
+    if (alpha == T(1)) {
+      C.noalias() += op_a * op_b;
+    } else {
+      C.noalias() += alpha * (op_a * op_b);
+    }
+  };
+  if (!trans_a && !trans_b) run(A, B);
+  if (trans_a && !trans_b) run(A.transpose(), B);
+  if (!trans_a && trans_b) run(A, B.transpose());
+  if (trans_a && trans_b) run(A.transpose(), B.transpose());
+}
+
+std::atomic<int> g_kernel{static_cast<int>(GemmKernel::kAuto)};
+
+bool cpu_has_avx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+           std::getenv("LOOM_DISABLE_AVX512") == nullptr;
+  }();
+  return has;
+}
+
+// ---- packed AVX-512 float32 kernel ------------------------------------------
+
+constexpr int64_t kMR = 8;     // rows of the register tile
+constexpr int64_t kNR = 32;    // columns of the register tile (2 zmm)
+constexpr int64_t kKC = 256;   // depth of a packed block
+constexpr int64_t kMC = 256;   // rows of a packed A block (L2)
+constexpr int64_t kNC = 1024;  // columns of a packed B block
+
+// Per-thread packing buffers, allocated once.
+struct PackBuffers {
+  float* a = nullptr;  // (kMC x kKC), as kMC / kMR panels of (kKC x kMR)
+  float* b = nullptr;  // (kKC x kNC), as kNC / kNR panels of (kKC x kNR)
+  PackBuffers() {
+    a = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kMC * kKC));
+    b = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * kKC * kNC));
+    LOOM_CHECK(a != nullptr && b != nullptr, "gemm: out of memory for packing buffers");
+  }
+  ~PackBuffers() {
+    std::free(a);
+    std::free(b);
+  }
+  PackBuffers(const PackBuffers&) = delete;
+  PackBuffers& operator=(const PackBuffers&) = delete;
+};
+
+PackBuffers& pack_buffers() {
+  thread_local PackBuffers buffers;
+  return buffers;
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
+
+// dst[c * ld_dst + r] = src[r * ld_src + c] for an 8x8 block.
+inline void transpose8x8(const float* src, int64_t ld_src, float* dst, int64_t ld_dst) {
+  __m256 r0 = _mm256_loadu_ps(src + 0 * ld_src), r1 = _mm256_loadu_ps(src + 1 * ld_src);
+  __m256 r2 = _mm256_loadu_ps(src + 2 * ld_src), r3 = _mm256_loadu_ps(src + 3 * ld_src);
+  __m256 r4 = _mm256_loadu_ps(src + 4 * ld_src), r5 = _mm256_loadu_ps(src + 5 * ld_src);
+  __m256 r6 = _mm256_loadu_ps(src + 6 * ld_src), r7 = _mm256_loadu_ps(src + 7 * ld_src);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  _mm256_storeu_ps(dst + 0 * ld_dst, _mm256_permute2f128_ps(s0, s4, 0x20));
+  _mm256_storeu_ps(dst + 1 * ld_dst, _mm256_permute2f128_ps(s1, s5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ld_dst, _mm256_permute2f128_ps(s2, s6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ld_dst, _mm256_permute2f128_ps(s3, s7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ld_dst, _mm256_permute2f128_ps(s0, s4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ld_dst, _mm256_permute2f128_ps(s1, s5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ld_dst, _mm256_permute2f128_ps(s2, s6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ld_dst, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+// Packs op(A)[0:mc, 0:kc] into panels of kMR rows: panel p holds
+// dst[p * kc * kMR + k * kMR + r] = op(A)(p * kMR + r, k); missing rows are 0.
+// `a` points at op(A)(0, 0).
+void pack_a(bool trans_a, const float* a, int64_t lda, int64_t mc, int64_t kc, float* dst) {
+  for (int64_t i0 = 0; i0 < mc; i0 += kMR, dst += kc * kMR) {
+    const int64_t rows = std::min(kMR, mc - i0);
+    if (trans_a) {
+      // op(A)(i, k) = a[k * lda + i]: each k holds the panel's rows contiguously.
+      const float* src = a + i0;
+      if (rows == kMR) {
+        for (int64_t k = 0; k < kc; ++k)
+          _mm256_store_ps(dst + k * kMR, _mm256_loadu_ps(src + k * lda));
+      } else {
+        const __mmask8 mask = static_cast<__mmask8>((1u << rows) - 1);
+        for (int64_t k = 0; k < kc; ++k)
+          _mm256_store_ps(dst + k * kMR, _mm256_maskz_loadu_ps(mask, src + k * lda));
+      }
+    } else {
+      // op(A)(i, k) = a[i * lda + k]: transpose 8x8 blocks.
+      const float* src = a + i0 * lda;
+      int64_t k = 0;
+      if (rows == kMR)
+        for (; k + 8 <= kc; k += 8) transpose8x8(src + k, lda, dst + k * kMR, kMR);
+      for (; k < kc; ++k)
+        for (int64_t r = 0; r < kMR; ++r) dst[k * kMR + r] = r < rows ? src[r * lda + k] : 0.f;
+    }
+  }
+}
+
+// Packs op(B)[0:kc, 0:nc] into panels of kNR columns: panel p holds
+// dst[p * kc * kNR + k * kNR + j] = op(B)(k, p * kNR + j); missing columns are 0.
+void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t kc, int64_t nc, float* dst) {
+  for (int64_t j0 = 0; j0 < nc; j0 += kNR, dst += kc * kNR) {
+    const int64_t cols = std::min(kNR, nc - j0);
+    if (!trans_b) {
+      const float* src = b + j0;
+      if (cols == kNR) {
+        for (int64_t k = 0; k < kc; ++k) {
+          _mm512_store_ps(dst + k * kNR, _mm512_loadu_ps(src + k * ldb));
+          _mm512_store_ps(dst + k * kNR + 16, _mm512_loadu_ps(src + k * ldb + 16));
+        }
+      } else {
+        const uint32_t bits = cols == 32 ? 0xFFFFFFFFu : ((1u << cols) - 1);
+        const __mmask16 lo = static_cast<__mmask16>(bits & 0xFFFF);
+        const __mmask16 hi = static_cast<__mmask16>(bits >> 16);
+        for (int64_t k = 0; k < kc; ++k) {
+          _mm512_store_ps(dst + k * kNR, _mm512_maskz_loadu_ps(lo, src + k * ldb));
+          _mm512_store_ps(dst + k * kNR + 16, _mm512_maskz_loadu_ps(hi, src + k * ldb + 16));
+        }
+      }
+    } else {
+      // op(B)(k, j) = b[j * ldb + k]: transpose 8x8 blocks.
+      const float* src = b + j0 * ldb;
+      const int64_t full = cols / 8 * 8;
+      int64_t k = 0;
+      for (; k + 8 <= kc; k += 8) {
+        for (int64_t jj = 0; jj < full; jj += 8)
+          transpose8x8(src + jj * ldb + k, ldb, dst + k * kNR + jj, kNR);
+        for (int64_t kk = k; kk < k + 8; ++kk)
+          for (int64_t j = full; j < kNR; ++j)
+            dst[kk * kNR + j] = j < cols ? src[j * ldb + kk] : 0.f;
+      }
+      for (; k < kc; ++k)
+        for (int64_t j = 0; j < kNR; ++j) dst[k * kNR + j] = j < cols ? src[j * ldb + k] : 0.f;
+    }
+  }
+}
+
+// The 8x32 register tile: t = A panel (kc x 8)^T * B panel (kc x 32), then
+// c = alpha * t (+ c when accumulate), for the top-left rows x cols of the tile.
+void kernel_8x32(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                 int64_t ldc, float alpha, bool accumulate, int64_t rows, int64_t cols) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_load_ps(bp);
+    const __m512 b1 = _mm512_load_ps(bp + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      const __m512 av = _mm512_set1_ps(ap[r]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  if (alpha != 1.f) {
+    const __m512 al = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      acc[r][0] = _mm512_mul_ps(acc[r][0], al);
+      acc[r][1] = _mm512_mul_ps(acc[r][1], al);
+    }
+  }
+  if (rows == kMR && cols == kNR) {
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      float* row = c + r * ldc;
+      if (accumulate) {
+        acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_loadu_ps(row));
+        acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_loadu_ps(row + 16));
+      }
+      _mm512_storeu_ps(row, acc[r][0]);
+      _mm512_storeu_ps(row + 16, acc[r][1]);
+    }
+    return;
+  }
+  // Edge tile: masked loads and stores of the valid columns.
+  const uint32_t bits = cols >= 32 ? 0xFFFFFFFFu : ((1u << cols) - 1);
+  const __mmask16 lo = static_cast<__mmask16>(bits & 0xFFFF);
+  const __mmask16 hi = static_cast<__mmask16>(bits >> 16);
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= rows) break;
+    float* row = c + r * ldc;
+    __m512 v0 = acc[r][0], v1 = acc[r][1];
+    if (accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(lo, row));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(hi, row + 16));
+    }
+    _mm512_mask_storeu_ps(row, lo, v0);
+    _mm512_mask_storeu_ps(row + 16, hi, v1);
+  }
+}
+
+void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
+  if (beta != 0.f && beta != 1.f)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] *= beta;
+  if (k == 0) {
+    if (beta == 0.f)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
+    return;
+  }
+  PackBuffers& buf = pack_buffers();
+  for (int64_t jc = 0; jc < n; jc += kNC) {
+    const int64_t nc = std::min(kNC, n - jc);
+    for (int64_t pc = 0; pc < k; pc += kKC) {
+      const int64_t kc = std::min(kKC, k - pc);
+      const bool accumulate = pc > 0 || beta != 0.f;
+      pack_b(trans_b, trans_b ? b + jc * ldb + pc : b + pc * ldb + jc, ldb, kc, nc, buf.b);
+      for (int64_t ic = 0; ic < m; ic += kMC) {
+        const int64_t mc = std::min(kMC, m - ic);
+        pack_a(trans_a, trans_a ? a + pc * lda + ic : a + ic * lda + pc, lda, mc, kc, buf.a);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const float* bp = buf.b + jr * kc;
+          const int64_t cols = std::min(kNR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            kernel_8x32(kc, buf.a + ir * kc, bp, c + (ic + ir) * ldc + jc + jr, ldc, alpha,
+                        accumulate, std::min(kMR, mc - ir), cols);
+          }
+        }
+      }
+    }
+  }
+}
+
+#pragma GCC pop_options
+
+}  // namespace
+
+void set_gemm_kernel(GemmKernel kernel) { g_kernel = static_cast<int>(kernel); }
+
+bool gemm_uses_avx512() {
+  return g_kernel.load() == static_cast<int>(GemmKernel::kAuto) && cpu_has_avx512();
+}
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (gemm_uses_avx512()) {
+      sgemm_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
+  }
+  eigen_gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <typename T>
+void gemm_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+                   const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t threads = get_num_threads();
+  const double flops = 2.0 * static_cast<double>(m) * n * std::max<int64_t>(k, 1);
+  if (threads <= 1 || flops < 4e5) {
+    gemm<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  // Split the dim whose split duplicates less packing (each thread packs the
+  // whole of the other operand), provided it has enough tiles.
+  const int64_t tiles_m = (m + kMR - 1) / kMR, tiles_n = (n + kNR - 1) / kNR;
+  bool split_n = m >= n;  // duplicates A (m x k) when splitting n
+  if (split_n && tiles_n < threads) split_n = false;
+  if (!split_n && tiles_m < threads) split_n = tiles_n >= tiles_m;
+  if (split_n) {
+    parallel_for(0, tiles_n, (tiles_n + threads - 1) / threads, [&](int64_t t0, int64_t t1) {
+      const int64_t j0 = t0 * kNR, j1 = std::min(n, t1 * kNR);
+      gemm<T>(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda,
+              trans_b ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+    });
+  } else {
+    parallel_for(0, tiles_m, (tiles_m + threads - 1) / threads, [&](int64_t t0, int64_t t1) {
+      const int64_t i0 = t0 * kMR, i1 = std::min(m, t1 * kMR);
+      gemm<T>(trans_a, trans_b, i1 - i0, n, k, alpha, trans_a ? a + i0 : a + i0 * lda, lda, b,
+              ldb, beta, c + i0 * ldc, ldc);
+    });
+  }
+}
+
+#define LOOM_GEMM_INSTANTIATE(T)                                                              \
+  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, \
+                        int64_t, T, T*, int64_t);                                              \
+  template void gemm_parallel<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t,  \
+                                 const T*, int64_t, T, T*, int64_t);
+LOOM_GEMM_INSTANTIATE(float)
+LOOM_GEMM_INSTANTIATE(double)
+LOOM_GEMM_INSTANTIATE(int64_t)
+LOOM_GEMM_INSTANTIATE(int32_t)
+#undef LOOM_GEMM_INSTANTIATE
+
+}  // namespace cpu
+}  // namespace loom

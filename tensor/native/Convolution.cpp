@@ -1,0 +1,142 @@
+#include "tensor/native/Convolution.h"
+
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/cpu/Convolution.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Views.h"
+
+namespace loom {
+namespace native {
+namespace {
+
+IntList pair_arg(const IntList& v, const char* name) {
+  LOOM_CHECK(v.size() == 1 || v.size() == 2, "conv2d: expected ", name,
+             " to be one value or a pair {h, w}, got ", shape_str(v));
+  return v.size() == 1 ? IntList{v[0], v[0]} : v;
+}
+
+// Checks the arguments and returns the geometry for a 4-D input.
+cpu::ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                const IntList& stride_arg, const IntList& padding_arg,
+                                const IntList& dilation_arg, int64_t groups) {
+  check_defined("conv2d", input, "input");
+  check_defined("conv2d", weight, "weight");
+  check_same_device("conv2d", input, "input", weight, "weight");
+  LOOM_CHECK(input.dim() == 3 || input.dim() == 4,
+             "conv2d: expected 3-D (unbatched) or 4-D (batched) input (N, C, H, W), got ",
+             input.describe());
+  LOOM_CHECK(weight.dim() == 4,
+             "conv2d: expected a 4-D weight (out_channels, in_channels / groups, kH, kW), got ",
+             weight.describe());
+  LOOM_CHECK(input.dtype() == weight.dtype(), "conv2d: input ", input.describe(),
+             " and weight ", weight.describe(), " must have the same dtype");
+  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
+             "conv2d: expected float32 or float64 tensors, got ", input.describe());
+  LOOM_CHECK(input.is_cpu(), "conv2d: ", input.device(), " needs the CUDA backend");
+  const IntList stride = pair_arg(stride_arg, "stride");
+  const IntList padding = pair_arg(padding_arg, "padding");
+  const IntList dilation = pair_arg(dilation_arg, "dilation");
+  LOOM_CHECK(stride[0] > 0 && stride[1] > 0, "conv2d: stride must be positive, got ",
+             shape_str(stride));
+  LOOM_CHECK(padding[0] >= 0 && padding[1] >= 0, "conv2d: padding must be non-negative, got ",
+             shape_str(padding));
+  LOOM_CHECK(dilation[0] > 0 && dilation[1] > 0, "conv2d: dilation must be positive, got ",
+             shape_str(dilation));
+  LOOM_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
+  const bool batched = input.dim() == 4;
+  cpu::ConvGeometry g;
+  g.batch = batched ? input.size(0) : 1;
+  g.in_channels = input.size(-3);
+  g.height = input.size(-2);
+  g.width = input.size(-1);
+  g.out_channels = weight.size(0);
+  g.kernel_h = weight.size(2);
+  g.kernel_w = weight.size(3);
+  g.stride_h = stride[0];
+  g.stride_w = stride[1];
+  g.pad_h = padding[0];
+  g.pad_w = padding[1];
+  g.dilation_h = dilation[0];
+  g.dilation_w = dilation[1];
+  g.groups = groups;
+  LOOM_CHECK(g.out_channels % groups == 0, "conv2d: out_channels (weight.size(0) = ",
+             g.out_channels, " in weight ", shape_str(weight.sizes()),
+             ") must be divisible by groups (", groups, ")");
+  LOOM_CHECK(g.in_channels == weight.size(1) * groups, "conv2d: given groups=", groups,
+             ", weight of size ", shape_str(weight.sizes()), ", expected input ",
+             shape_str(input.sizes()), " to have ", weight.size(1) * groups,
+             " channels, but got ", g.in_channels, " channels instead");
+  const int64_t eff_h = g.dilation_h * (g.kernel_h - 1) + 1;
+  const int64_t eff_w = g.dilation_w * (g.kernel_w - 1) + 1;
+  const int64_t padded_h = g.height + 2 * g.pad_h, padded_w = g.width + 2 * g.pad_w;
+  LOOM_CHECK(g.kernel_h > 0 && g.kernel_w > 0 && eff_h <= padded_h && eff_w <= padded_w,
+             "conv2d: calculated padded input size per channel: (", padded_h, " x ", padded_w,
+             "). Kernel size: (", eff_h, " x ", eff_w,
+             "). Kernel size can't be greater than actual input size (input ",
+             shape_str(input.sizes()), ", weight ", shape_str(weight.sizes()), ")");
+  g.out_h = (padded_h - eff_h) / g.stride_h + 1;
+  g.out_w = (padded_w - eff_w) / g.stride_w + 1;
+  if (bias.defined()) {
+    check_same_device("conv2d", input, "input", bias, "bias");
+    LOOM_CHECK(bias.dtype() == input.dtype(), "conv2d: expected bias of dtype ",
+               dtype_name(input.dtype()), ", got ", bias.describe());
+    LOOM_CHECK(bias.dim() == 1 && bias.size(0) == g.out_channels,
+               "conv2d: expected bias of shape [", g.out_channels, "] for weight ",
+               shape_str(weight.sizes()), ", got ", shape_str(bias.sizes()));
+  }
+  return g;
+}
+
+IntList output_shape(const cpu::ConvGeometry& g, bool batched) {
+  if (batched) return {g.batch, g.out_channels, g.out_h, g.out_w};
+  return {g.out_channels, g.out_h, g.out_w};
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
+              IntList padding, IntList dilation, int64_t groups) {
+  const cpu::ConvGeometry g =
+      conv_geometry(input, weight, bias, stride, padding, dilation, groups);
+  Tensor out = empty(output_shape(g, input.dim() == 4),
+                     TensorOptions(input.dtype()).device(input.device()));
+  const Tensor x = contiguous(input), w = contiguous(weight);
+  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu::conv2d_forward<T>(g, static_cast<const T*>(x.data_ptr()),
+                           static_cast<const T*>(w.data_ptr()),
+                           b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr,
+                           static_cast<T*>(out.data_ptr()));
+  });
+  return out;
+}
+
+void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                     IntList stride, IntList padding, IntList dilation, int64_t groups,
+                     bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
+                     Tensor& grad_weight, Tensor& grad_bias) {
+  const cpu::ConvGeometry g =
+      conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups);
+  const IntList out_shape = output_shape(g, input.dim() == 4);
+  LOOM_CHECK(grad_output.sizes() == out_shape, "conv2d_backward: expected grad_output of shape ",
+             shape_str(out_shape), ", got ", grad_output.describe());
+  const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
+  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()));
+  const Tensor x = contiguous(input), w = contiguous(weight);
+  if (need_input) grad_input = empty(input.sizes(), options);
+  if (need_weight) grad_weight = empty(weight.sizes(), options);
+  if (need_bias) grad_bias = empty({g.out_channels}, options);
+  if (!need_input && !need_weight && !need_bias) return;
+  dispatch_floating(input.dtype(), "conv2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
+    cpu::conv2d_backward<T>(g, ptr(x), ptr(w), ptr(go), need_input ? ptr(grad_input) : nullptr,
+                            need_weight ? ptr(grad_weight) : nullptr,
+                            need_bias ? ptr(grad_bias) : nullptr);
+  });
+}
+
+}  // namespace native
+}  // namespace loom

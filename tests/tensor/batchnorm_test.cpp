@@ -1,0 +1,101 @@
+// batch_norm forward values, running-statistics updates and errors.  Expected
+// values were computed with PyTorch 1.13 (F.batch_norm) on the same inputs.
+#include "tests/TestUtil.h"
+
+namespace loom {
+namespace {
+
+using testing::AllClose;
+
+Tensor pat(int64_t n, int64_t mul, int64_t mod, IntList shape, DType dtype = kFloat64) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * mul) % mod) / mod - 0.5;
+  return tensor<double>(v, shape).to(dtype);
+}
+
+const std::vector<double> kTrainOut = {
+    -1.5829232, 0.3841163,  2.3511558, -0.8676361, 0.9782836,  0.1412438,  1.5109453, 0.6739055,
+    -1.4041014, 0.5629381,  2.5299776, -0.6888143, 0.9021891,  0.0651492,  1.4348508, 0.5978109,
+    -1.2252796, 0.7417599,  2.7087994, -0.5099925, 0.8260945,  -0.0109453, 1.3587562, 0.5217164};
+
+TEST(BatchNorm, TrainingMatchesPyTorchAndUpdatesRunningStats) {
+  for (DType dtype : {kFloat64, kFloat32}) {
+    const Tensor x = pat(24, 11, 29, {3, 2, 2, 2}, dtype);
+    Tensor rm = tensor<double>({0.1, -0.2}).to(dtype), rv = tensor<double>({1.5, 0.5}).to(dtype);
+    const Tensor w = tensor<double>({1.5, -0.5}).to(dtype), b = tensor<double>({0.25, 0.75}).to(dtype);
+    const uint64_t v0 = rm.version(), v1 = rv.version();
+    const Tensor y = batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
+    EXPECT_TRUE(AllClose(y, tensor<double>(kTrainOut, {3, 2, 2, 2}), 1e-5, 1e-5));
+    EXPECT_TRUE(AllClose(rm, tensor<double>({0.0753448, -0.167931}), 1e-5, 1e-6));
+    EXPECT_TRUE(AllClose(rv, tensor<double>({1.359126, 0.4555994}), 1e-5, 1e-6));
+    EXPECT_GT(rm.version(), v0);
+    EXPECT_GT(rv.version(), v1);
+  }
+}
+
+TEST(BatchNorm, EvalUsesRunningStats) {
+  const Tensor x = pat(24, 11, 29, {3, 2, 2, 2});
+  const Tensor rm = tensor<double>({0.0753448, -0.167931}), rv = tensor<double>({1.359126, 0.4555994});
+  const Tensor y = batch_norm(x, rm, rv, tensor<double>({1.5, -0.5}), tensor<double>({0.25, 0.75}),
+                              false, 0.1, 1e-5);
+  EXPECT_TRUE(AllClose(
+      y,
+      tensor<double>({-0.4902663, -0.0022274, 0.4858115, -0.3127976, 0.6128329, 0.3318575,
+                      0.7916355, 0.51066, -0.4458992, 0.0421398, 0.5301787, -0.2684305,
+                      0.5872897, 0.3063142, 0.7660922, 0.4851168, -0.401532, 0.086507, 0.5745459,
+                      -0.2240633, 0.5617465, 0.280771, 0.740549, 0.4595736},
+                     {3, 2, 2, 2}),
+      1e-5, 1e-6));
+  // Eval leaves the running stats alone.
+  EXPECT_TRUE(AllClose(rm, tensor<double>({0.0753448, -0.167931}), 0, 0));
+}
+
+TEST(BatchNorm, TwoDimensionalInputWithoutAffine) {
+  const Tensor x = pat(12, 5, 13, {4, 3});
+  Tensor rm = zeros({3}, kFloat64), rv = ones({3}, kFloat64);
+  const Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.3, 1e-3);
+  EXPECT_TRUE(AllClose(y,
+                       tensor<double>({-1.3195261, -1.3195261, 0.7562553, -0.439842, -0.439842,
+                                       1.1884012, 0.439842, 0.439842, -1.1884012, 1.3195261,
+                                       1.3195261, -0.7562553},
+                                      {4, 3}),
+                       1e-5, 1e-6));
+  EXPECT_TRUE(AllClose(rm, tensor<double>({-0.0807692, 0.0346154, 0.0}), 1e-5, 1e-6));
+  EXPECT_TRUE(AllClose(rv, tensor<double>({0.7118343, 0.7118343, 0.7502959}), 1e-5, 1e-6));
+  // Without running stats, training still normalises with the batch statistics.
+  EXPECT_TRUE(AllClose(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.3, 1e-3), y,
+                       1e-12, 1e-12));
+}
+
+TEST(BatchNorm, RunningStatsUpdateIsNotRecorded) {
+  const Tensor x = pat(24, 11, 29, {3, 2, 4}).requires_grad_();
+  Tensor rm = zeros({2}, kFloat64), rv = ones({2}, kFloat64);
+  const Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5);
+  EXPECT_TRUE(y.requires_grad());
+  EXPECT_FALSE(rm.requires_grad());
+  EXPECT_FALSE(rv.requires_grad());
+  // Normalised output: zero mean per channel, so the gradient of sum(y) is ~0.
+  y.sum().backward();
+  for (double g : x.grad().to_vector<double>()) EXPECT_NEAR(g, 0.0, 1e-9);
+}
+
+TEST(BatchNorm, Errors) {
+  const Tensor x = zeros({4, 3, 2, 2});
+  EXPECT_LOOM_ERROR(batch_norm(x, zeros({2}), ones({2}), Tensor(), Tensor(), true),
+                    "batch_norm", "running_mean", "[3]", "[2]");
+  EXPECT_LOOM_ERROR(batch_norm(x, zeros({3}), ones({3}), ones({4}), Tensor(), true),
+                    "batch_norm", "weight", "[3]", "[4]");
+  EXPECT_LOOM_ERROR(batch_norm(x, zeros({3}), ones({3}), Tensor(), zeros({2, 3}), false),
+                    "batch_norm", "bias");
+  EXPECT_LOOM_ERROR(batch_norm(zeros({1, 3}), zeros({3}), ones({3}), Tensor(), Tensor(), true),
+                    "Expected more than 1 value per channel when training", "[1, 3]");
+  EXPECT_LOOM_ERROR(batch_norm(zeros({5}), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                    "batch_norm", "at least 2 dims");
+  EXPECT_LOOM_ERROR(batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), false), "batch_norm",
+                    "evaluation mode");
+  EXPECT_LOOM_ERROR(batch_norm(x, zeros({3}, kFloat64), ones({3}, kFloat64), Tensor(), Tensor(), true),
+                    "batch_norm", "dtype");
+}
+
+}  // namespace
+}  // namespace loom
