@@ -104,7 +104,11 @@ OrderedDict<std::shared_ptr<Module>> Module::named_modules(const std::string& pr
         for (const auto& [child_name, child] : m->children_)
           walk(name.empty() ? child_name : name + "." + child_name, child);
       };
-  walk(prefix, shared_from_this());
+  // Inside a constructor (reset()) no shared_ptr owns this module yet: hand
+  // out a non-owning alias, valid while the module lives.
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+  walk(prefix, self);
   return out;
 }
 

@@ -55,6 +55,7 @@ class Sequential : public ModuleHolder<SequentialImpl> {
  public:
   using ModuleHolder<SequentialImpl>::ModuleHolder;
   Sequential() : ModuleHolder(std::make_shared<SequentialImpl>()) {}
+  std::shared_ptr<Module> operator[](int64_t index) const { return (*get())[index]; }
 };
 
 class ModuleListImpl : public Module {
@@ -82,6 +83,7 @@ class ModuleList : public ModuleHolder<ModuleListImpl> {
  public:
   using ModuleHolder<ModuleListImpl>::ModuleHolder;
   ModuleList() : ModuleHolder(std::make_shared<ModuleListImpl>()) {}
+  std::shared_ptr<Module> operator[](int64_t index) const { return (*get())[index]; }
 };
 
 class ModuleDictImpl : public Module {
