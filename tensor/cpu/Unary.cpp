@@ -1,9 +1,10 @@
 // CPU kernels for native/Unary.
 //
-// Contiguous runs are vectorised explicitly (see DenseLoops.h): Eigen's SIMD
-// array functions for exp, log, tanh (within a few ulp of the exact result),
-// AVX for sqrt (exact, unlike Eigen's fast-math sqrt), and `omp simd` loops
-// for the arithmetic ones.  Strided runs go element by element.
+// Contiguous runs are vectorised explicitly (see DenseLoops.h): loom's AVX2
+// exp for float32 exp and sigmoid (VecMath.h), Eigen's SIMD array functions
+// for log, tanh and float64 exp (within a few ulp of the exact result), AVX
+// for sqrt (exact, unlike Eigen's fast-math sqrt), and `omp simd` loops for
+// the arithmetic ones.  Strided runs go element by element.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +16,7 @@
 #endif
 
 #include "tensor/cpu/DenseLoops.h"
+#include "tensor/cpu/VecMath.h"
 #include "tensor/native/Unary.h"
 
 namespace loom {
@@ -33,8 +35,8 @@ using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 constexpr int64_t kBlock = 1024;
 
-// Below this, exp's result is denormal or 0; Eigen clamps such inputs, so
-// those blocks are computed exactly with std::exp instead.
+// Below this, exp's result is denormal or 0; Eigen clamps such inputs (exp
+// would never reach 0), so those blocks are computed with std::exp instead.
 template <typename T>
 constexpr T exp_underflow() {
   return std::is_same_v<T, float> ? T(-87.3) : T(-708.3);
@@ -42,6 +44,9 @@ constexpr T exp_underflow() {
 
 template <typename T>
 void exp_dense(T* o, const T* in, int64_t n) {
+#if defined(LOOM_VEC_MATH)
+  if constexpr (std::is_same_v<T, float>) return map_f32(o, in, n, [](__m256 x) { return exp256(x); });
+#endif
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t m = std::min(kBlock, n - b);
     bool tiny = false;
@@ -69,6 +74,9 @@ void tanh_dense(T* o, const T* in, int64_t n) {
 // clamped underflow (about 1e-38) vanishes next to 1.
 template <typename T>
 void sigmoid_dense(T* o, const T* in, int64_t n) {
+#if defined(LOOM_VEC_MATH)
+  if constexpr (std::is_same_v<T, float>) return map_f32(o, in, n, [](__m256 x) { return sigmoid256(x); });
+#endif
   ArrayMap<T>(o, n) = (T(1) + (-ConstArrayMap<T>(in, n)).exp()).inverse();
 }
 

@@ -63,11 +63,23 @@ DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
   return d;
 }
 
+Tensor expand_to(const Tensor& t, const IntList& shape) {
+  return t.sizes() == shape ? t : expand(t, shape);
+}
+
 Tensor wrap_scalar(Scalar value, const Tensor& like) {
   DType d = like.dtype();
   if (!value.is_integral() && !is_floating_point(d)) d = kFloat32;
   if (value.is_integral() && d == kBool) d = kInt64;
-  return scalar_tensor(value, TensorOptions(d).device(like.device()));
+  const TensorOptions options = TensorOptions(d).device(like.device());
+  if (!like.is_cpu()) return scalar_tensor(value, options);
+  // Written directly: this runs once per `t * 2`, so it skips fill_'s loop.
+  Tensor t = empty({}, options);
+  dispatch_dtype(d, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    *static_cast<T*>(t.data_ptr()) = static_cast<T>(value.to_double());
+  });
+  return t;
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
@@ -80,8 +92,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   if (op == BinaryOp::kDiv && !is_floating_point(compute)) compute = kFloat32;
   check_bool_arithmetic(op, compute, a, b);
   Tensor out = empty(shape, TensorOptions(result_dtype(op, a, b)).device(a.device()));
-  const Tensor ea = expand(to(a, a.device(), compute), shape);
-  const Tensor eb = expand(to(b, b.device(), compute), shape);
+  const Tensor ea = expand_to(to(a, a.device(), compute), shape);
+  const Tensor eb = expand_to(to(b, b.device(), compute), shape);
   LOOM_CHECK(a.is_cpu(), name, ": ", a.device(), " needs the CUDA backend");
   cpu::binary_kernel(op, out, ea, eb, alpha);
   return out;
@@ -100,7 +112,7 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
   LOOM_CHECK(want == self.dtype() || (is_comparison(op) && self.dtype() == kBool), name,
              "_: result type ", dtype_name(want), " can't be cast to the desired output type ",
              dtype_name(self.dtype()));
-  Tensor o = expand(to(other, other.device(), self.dtype()), shape);
+  Tensor o = expand_to(to(other, other.device(), self.dtype()), shape);
   if (o.storage().is_alias_of(self.storage())) o = clone(o);
   LOOM_CHECK(self.is_cpu(), name, ": ", self.device(), " needs the CUDA backend");
   cpu::binary_kernel(op, self, self, o, alpha);
@@ -116,8 +128,8 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), "isclose");
   LOOM_CHECK(a.is_cpu(), "isclose: ", a.device(), " needs the CUDA backend");
   Tensor out = empty(shape, TensorOptions(kBool).device(a.device()));
-  cpu::isclose_kernel(out, expand(to(a, a.device(), kFloat64), shape),
-                      expand(to(b, b.device(), kFloat64), shape), rtol, atol);
+  cpu::isclose_kernel(out, expand_to(to(a, a.device(), kFloat64), shape),
+                      expand_to(to(b, b.device(), kFloat64), shape), rtol, atol);
   return out;
 }
 

@@ -33,6 +33,9 @@ DType promoted_dtype(const Tensor& a, const Tensor& b);
 // The dtype of `a op b` under PyTorch's promotion rules (0-dim tensors do not
 // raise the category's width; integer division gives float32).
 DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b);
+// t itself when it already has `shape`, else an expanded view (saves a view
+// per operand in the common no-broadcast case).
+Tensor expand_to(const Tensor& t, const IntList& shape);
 // A 0-dim tensor for `value` next to `like`: like's dtype, or float32 when a
 // fractional value meets an integer tensor.
 Tensor wrap_scalar(Scalar value, const Tensor& like);

@@ -22,8 +22,9 @@ Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   const DType dtype = promoted_dtype(self, other);
   LOOM_CHECK(condition.is_cpu(), "where: ", condition.device(), " needs the CUDA backend");
   Tensor out = empty(shape, TensorOptions(dtype).device(self.device()));
-  cpu::where_kernel(out, expand(condition, shape), expand(to(self, self.device(), dtype), shape),
-                    expand(to(other, other.device(), dtype), shape));
+  cpu::where_kernel(out, expand_to(condition, shape),
+                    expand_to(to(self, self.device(), dtype), shape),
+                    expand_to(to(other, other.device(), dtype), shape));
   return out;
 }
 
