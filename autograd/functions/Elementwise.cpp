@@ -30,6 +30,13 @@ struct InputMeta {
 };
 InputMeta meta_of(const Tensor& t) { return {t.sizes(), t.dtype()}; }
 
+// A raw (untracked) result, for masks in backward rules: they are piecewise
+// constant, so leaving them out of the graph is exact for any order.
+Tensor raw(BinaryOp op, const Tensor& a, const Tensor& b) { return native::binary(op, a, b); }
+Tensor raw(BinaryOp op, const Tensor& a, Scalar b) {
+  return native::binary(op, a, native::wrap_scalar(b, a));
+}
+
 // The gradient of a broadcast input: summed down to its shape, in its dtype.
 Tensor reduce_grad(const Tensor& grad, const InputMeta& input) {
   Tensor g = sum_to(grad, input.sizes);
@@ -103,11 +110,11 @@ class PowBackward final : public Node {
     Tensor ga, gb;
     if (needs_input_grad(0)) ga = reduce_grad(g * bv * loom::pow(av, bv - 1), a_meta);
     if (needs_input_grad(1)) {
-      const Tensor raw = g * out.unpack(*this) * loom::log(av);
+      const Tensor g_log = g * out.unpack(*this) * loom::log(av);
+      // bool * bool is logical and.
       const Tensor zero_limit =
-          native::binary(BinaryOp::kMul, native::binary(BinaryOp::kEq, av, native::wrap_scalar(0, av)),
-                         native::binary(BinaryOp::kGe, bv, native::wrap_scalar(0, bv)));
-      gb = reduce_grad(loom::where(zero_limit, native::wrap_scalar(0, raw), raw), b_meta);
+          raw(BinaryOp::kMul, raw(BinaryOp::kEq, av, 0), raw(BinaryOp::kGe, bv, 0));
+      gb = reduce_grad(loom::where(zero_limit, native::wrap_scalar(0, g_log), g_log), b_meta);
     }
     return {ga, gb};
   }
@@ -130,14 +137,14 @@ class MaxMinBackward final : public Node {
     const Tensor& g = grads[0];
     const Tensor av = a.unpack(*this), bv = b.unpack(*this);
     // Share of the gradient going to a: 1 where a wins, 0.5 on ties, else 0.
-    const Tensor a_wins = native::binary(is_max_ ? BinaryOp::kGt : BinaryOp::kLt, av, bv);
-    const Tensor tie = native::binary(BinaryOp::kEq, av, bv);
-    const Tensor share_a =
-        native::where(tie, native::wrap_scalar(0.5, g),
-                      native::where(a_wins, native::wrap_scalar(1.0, g), native::wrap_scalar(0.0, g)));
+    const Tensor a_wins = raw(is_max_ ? BinaryOp::kGt : BinaryOp::kLt, av, bv);
+    const Tensor tie = raw(BinaryOp::kEq, av, bv);
+    const Tensor share_a = native::where(
+        tie, native::wrap_scalar(0.5, g),
+        native::where(a_wins, native::wrap_scalar(1.0, g), native::wrap_scalar(0.0, g)));
     Tensor ga, gb;
     if (needs_input_grad(0)) ga = reduce_grad(g * share_a, a_meta);
-    if (needs_input_grad(1)) gb = reduce_grad(g * native::binary(BinaryOp::kSub, native::wrap_scalar(1.0, g), share_a), b_meta);
+    if (needs_input_grad(1)) gb = reduce_grad(g * (1 - share_a), b_meta);
     return {ga, gb};
   }
   void release_saved() override {

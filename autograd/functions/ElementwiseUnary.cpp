@@ -74,7 +74,10 @@ Tensor rsqrt_rule(const Tensor& g, const Tensor& out) {
 }
 
 Tensor relu_rule(const Tensor& g, const Tensor& out) {
-  if (creating_graph()) return g * native::binary(native::BinaryOp::kGt, out, native::wrap_scalar(0, out));
+  if (creating_graph()) {
+    // The mask out > 0 is piecewise constant: a raw tensor is exact.
+    return g * native::binary(native::BinaryOp::kGt, out, native::wrap_scalar(0, out));
+  }
   return native::unary_backward(UnaryBackwardOp::kRelu, g, out);
 }
 

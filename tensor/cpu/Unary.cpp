@@ -45,7 +45,8 @@ constexpr T exp_underflow() {
 template <typename T>
 void exp_dense(T* o, const T* in, int64_t n) {
 #if defined(LOOM_VEC_MATH)
-  if constexpr (std::is_same_v<T, float>) return map_f32(o, in, n, [](__m256 x) { return exp256(x); });
+  if constexpr (std::is_same_v<T, float>)
+    return map_f32(o, in, n, [](__m256 x) { return exp256(x); });
 #endif
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t m = std::min(kBlock, n - b);
@@ -75,7 +76,8 @@ void tanh_dense(T* o, const T* in, int64_t n) {
 template <typename T>
 void sigmoid_dense(T* o, const T* in, int64_t n) {
 #if defined(LOOM_VEC_MATH)
-  if constexpr (std::is_same_v<T, float>) return map_f32(o, in, n, [](__m256 x) { return sigmoid256(x); });
+  if constexpr (std::is_same_v<T, float>)
+    return map_f32(o, in, n, [](__m256 x) { return sigmoid256(x); });
 #endif
   ArrayMap<T>(o, n) = (T(1) + (-ConstArrayMap<T>(in, n)).exp()).inverse();
 }
@@ -180,7 +182,8 @@ T saturate(double v) {
   } else {
     if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
       return std::numeric_limits<T>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
     return static_cast<T>(v);
   }
 }
@@ -287,7 +290,8 @@ void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& se
     const T e = static_cast<T>(exponent);
     if (exponent == 0) return simd_map<T, T, T>(out, grad, self, [](T, T) { return T(0); });
     if (exponent == 1) return simd_map<T, T, T>(out, grad, self, [](T g, T) { return g; });
-    if (exponent == 2) return simd_map<T, T, T>(out, grad, self, [](T g, T x) { return T(2) * g * x; });
+    if (exponent == 2)
+      return simd_map<T, T, T>(out, grad, self, [](T g, T x) { return T(2) * g * x; });
     if (exponent == 3)
       return simd_map<T, T, T>(out, grad, self, [](T g, T x) { return T(3) * g * x * x; });
     simd_map<T, T, T>(out, grad, self, [e](T g, T x) { return e * g * std::pow(x, e - T(1)); });

@@ -273,6 +273,19 @@ TEST(Elementwise, NonContiguousInputs) {
   EXPECT_EQ(v[400 * 499 + 399], 399 * 500 + 499);
 }
 
+TEST(Elementwise, EmptyAndZeroDimTensors) {
+  Tensor e = zeros({0, 3});
+  EXPECT_EQ(e.exp().sizes(), (IntList{0, 3}));
+  EXPECT_EQ((e + tensor<float>({1, 2, 3})).sizes(), (IntList{0, 3}));
+  EXPECT_EQ(where(e.gt(0), e, 1.0 * e).sizes(), (IntList{0, 3}));
+  EXPECT_TRUE(allclose(e, e));
+  Tensor s = scalar_tensor(4.0);
+  EXPECT_EQ(s.sqrt().dim(), 0);
+  EXPECT_EQ(s.sqrt().item<float>(), 2);
+  EXPECT_EQ((s * s).item<float>(), 16);
+  EXPECT_EQ((s + tensor<float>({1, 2})).to_vector<float>(), (std::vector<float>{5, 6}));
+}
+
 TEST(Elementwise, InPlaceOpsWriteThroughViews) {
   Tensor base = tensor<float>({-1, -2, 3, 4, -5, 6}, {2, 3});
   base.select(0, 1).relu_();  // row 1
