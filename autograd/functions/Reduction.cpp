@@ -184,7 +184,8 @@ Tensor extremum_all(const Tensor& self, bool is_max) {
 
 std::tuple<Tensor, Tensor> extremum_dim(const Tensor& self, int64_t dim, bool keepdim,
                                         bool is_max) {
-  auto [values, indices] = is_max ? native::max(self, dim, keepdim) : native::min(self, dim, keepdim);
+  auto [values, indices] =
+      is_max ? native::max(self, dim, keepdim) : native::min(self, dim, keepdim);
   if (values.is_floating_point())
     if (auto node = record<ExtremumDimBackward>({self}, {values}, self.sizes(), dim, keepdim))
       node->indices = SavedTensor(indices, false);

@@ -1,5 +1,6 @@
 // CPU dropout: a counter-based hash (splitmix64 of seed and index) decides
 // each element, so the loop parallelises without sharing generator state.
+#include <cmath>
 #include <cstdint>
 
 #include "tensor/Parallel.h"
@@ -27,14 +28,23 @@ void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, doub
     T* o = static_cast<T*>(out.data_ptr());
     T* m = static_cast<T*>(mask.data_ptr());
     const T* xp = static_cast<const T*>(x.data_ptr());
+    const int64_t n = x.numel();
     const T scale = p < 1 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-    parallel_for(0, x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const double u = static_cast<double>(splitmix64(seed, static_cast<uint64_t>(i)) >> 11) *
-                         0x1.0p-53;  // uniform in [0, 1)
-        const T keep = u >= p ? scale : T(0);
-        m[i] = keep;
-        o[i] = xp[i] * keep;
+    // Element i is kept when its 32-bit uniform u satisfies u >= p * 2^32
+    // (p = 1 drops everything); one 64-bit hash serves two elements.
+    const uint64_t threshold = static_cast<uint64_t>(std::ldexp(p, 32));
+    parallel_for(0, (n + 1) / 2, kElementwiseGrain / 2, [=](int64_t b, int64_t e) {
+      for (int64_t q = b; q < e; ++q) {
+        const uint64_t h = splitmix64(seed, static_cast<uint64_t>(q));
+        const int64_t i = 2 * q;
+        const T keep0 = (h & 0xFFFFFFFFu) >= threshold ? scale : T(0);
+        m[i] = keep0;
+        o[i] = xp[i] * keep0;
+        if (i + 1 < n) {
+          const T keep1 = (h >> 32) >= threshold ? scale : T(0);
+          m[i + 1] = keep1;
+          o[i + 1] = xp[i + 1] * keep1;
+        }
       }
     });
   });

@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/Parallel.h"
+#include "tensor/cpu/FastExp.h"
 #include "tensor/native/Loss.h"
 
 namespace loom {
@@ -75,6 +77,58 @@ LossTotals nll_loss_kernel(const Tensor& loss, const Tensor& x, const Tensor& ta
   });
 }
 
+namespace {
+
+// One sample of cross_entropy: class c's logit at row[c * stride].  Stride is
+// int64_t, or Unit for (N, C) input so the loops vectorise.
+using Unit = std::integral_constant<int64_t, 1>;
+
+template <typename T, typename Stride>
+double logsumexp_of(const T* row, Stride stride, int64_t C) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < C; ++c) m = row[c * stride] > m ? row[c * stride] : m;
+  double sum_exp = 0;
+#pragma omp simd reduction(+ : sum_exp)
+  for (int64_t c = 0; c < C; ++c) sum_exp += fast_exp(row[c * stride] - m);
+  return m + std::log(sum_exp);
+}
+
+// sum_c w[c] * -logp[c] (w = 1 when absent).
+template <typename T, typename Stride>
+double smoothing_term(const T* row, Stride stride, int64_t C, const T* wp, double lse) {
+  double smooth = 0;
+  if (wp) {
+#pragma omp simd reduction(+ : smooth)
+    for (int64_t c = 0; c < C; ++c) smooth += static_cast<double>(wp[c]) * (lse - row[c * stride]);
+  } else {
+#pragma omp simd reduction(+ : smooth)
+    for (int64_t c = 0; c < C; ++c) smooth += lse - row[c * stride];
+  }
+  return smooth;
+}
+
+// Writes d loss / d x for one non-ignored sample:
+//   out_c = a * p_c - b * w_c, then out_t -= d,   p_c = exp(x_c - lse).
+template <typename T, typename Stride>
+void cross_entropy_grad_row(T* out, const T* row, Stride stride, int64_t C, double lse,
+                            const T* wp, double a, double b, int64_t t, double d) {
+  const T at = static_cast<T>(a), bt = static_cast<T>(b);
+  if (b == 0) {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      out[c * stride] = at * fast_exp(static_cast<T>(row[c * stride] - lse));
+  } else {
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c)
+      out[c * stride] = at * fast_exp(static_cast<T>(row[c * stride] - lse)) -
+                        bt * (wp ? wp[c] : T(1));
+  }
+  out[t * stride] -= static_cast<T>(d);
+}
+
+}  // namespace
+
 LossTotals cross_entropy_kernel(const Tensor& loss, const Tensor& logsumexp, const Tensor& x,
                                 const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
                                 int64_t S, int64_t ignore_index, double label_smoothing) {
@@ -84,19 +138,15 @@ LossTotals cross_entropy_kernel(const Tensor& loss, const Tensor& logsumexp, con
     const int64_t* tp = static_cast<const int64_t*>(target.data_ptr());  // (N * S)
     const T* wp = data_or_null<T>(weight);  // (C)
     T* lp = static_cast<T*>(loss.data_ptr());  // (N * S)
-    T* lsep = static_cast<T*>(logsumexp.data_ptr());  // (N * S)
+    double* lsep = static_cast<double*>(logsumexp.data_ptr());  // (N * S)
     const double eps = label_smoothing;
     return blocked_totals(N * S, C, [&](int64_t b, int64_t e) {
       LossTotals part;
       for (int64_t i = b; i < e; ++i) {
         const int64_t n = i / S, s = i % S;
         const T* row = xp + n * C * S + s;  // class c at row[c * S]
-        T m = -std::numeric_limits<T>::infinity();
-        for (int64_t c = 0; c < C; ++c) m = row[c * S] > m ? row[c * S] : m;
-        double sum_exp = 0;
-        for (int64_t c = 0; c < C; ++c) sum_exp += std::exp(row[c * S] - m);
-        const double lse = m + std::log(sum_exp);
-        lsep[i] = static_cast<T>(lse);
+        const double lse = S == 1 ? logsumexp_of(row, Unit(), C) : logsumexp_of(row, S, C);
+        lsep[i] = lse;
         const int64_t t = tp[i];
         if (t == ignore_index) {
           lp[i] = 0;
@@ -105,9 +155,8 @@ LossTotals cross_entropy_kernel(const Tensor& loss, const Tensor& logsumexp, con
         const double wt = wp ? static_cast<double>(wp[t]) : 1.0;
         double l = wt * (lse - row[t * S]);
         if (eps > 0) {
-          double smooth = 0;  // sum_c w[c] * -logp[c]
-          for (int64_t c = 0; c < C; ++c)
-            smooth += (wp ? static_cast<double>(wp[c]) : 1.0) * (lse - row[c * S]);
+          const double smooth = S == 1 ? smoothing_term(row, Unit(), C, wp, lse)
+                                       : smoothing_term(row, S, C, wp, lse);
           l = (1 - eps) * l + eps / static_cast<double>(C) * smooth;
         }
         lp[i] = static_cast<T>(l);
@@ -151,7 +200,7 @@ void cross_entropy_backward_kernel(const Tensor& grad_input, const Tensor& grad,
     const T* gp = static_cast<const T*>(grad.data_ptr());  // (N * S) or (1)
     const bool broadcast = grad.numel() == 1;
     const T* xp = static_cast<const T*>(x.data_ptr());  // (N, C, S)
-    const T* lsep = static_cast<const T*>(logsumexp.data_ptr());  // (N * S)
+    const double* lsep = static_cast<const double*>(logsumexp.data_ptr());  // (N * S)
     const int64_t* tp = static_cast<const int64_t*>(target.data_ptr());
     const T* wp = data_or_null<T>(weight);
     const double eps = label_smoothing;
@@ -175,17 +224,11 @@ void cross_entropy_backward_kernel(const Tensor& grad_input, const Tensor& grad,
         //   (1-eps) w_t (p_c - [c == t]) + eps/C (w_all p_c - w_c).
         const double g = scale * gp[broadcast ? 0 : i];
         const double wt = wp ? static_cast<double>(wp[t]) : 1.0;
-        const T lse = lsep[i];
-        const T a = static_cast<T>(g * ((1 - eps) * wt + eps / C * w_all));  // times p_c
-        if (eps == 0) {
-          for (int64_t c = 0; c < C; ++c) out[c * S] = a * std::exp(row[c * S] - lse);
-        } else {
-          const double b_coef = g * eps / C;  // times -w_c
-          for (int64_t c = 0; c < C; ++c)
-            out[c * S] = static_cast<T>(a * std::exp(row[c * S] - lse) -
-                                        b_coef * (wp ? static_cast<double>(wp[c]) : 1.0));
-        }
-        out[t * S] -= static_cast<T>(g * (1 - eps) * wt);
+        const double a = g * ((1 - eps) * wt + eps / C * w_all);  // times p_c
+        const double bc = g * eps / C;                            // times -w_c
+        const double d = g * (1 - eps) * wt;                      // at c == t
+        if (S == 1) cross_entropy_grad_row(out, row, Unit(), C, lsep[i], wp, a, bc, t, d);
+        else cross_entropy_grad_row(out, row, S, C, lsep[i], wp, a, bc, t, d);
       }
     });
   });
@@ -199,6 +242,7 @@ double squared_error_sum_kernel(const Tensor& x, const Tensor& y) {
     return blocked_totals(x.numel(), 1, [&](int64_t b, int64_t e) {
       LossTotals part;
       double acc = 0;
+#pragma omp simd reduction(+ : acc)
       for (int64_t i = b; i < e; ++i) {
         const double d = static_cast<double>(xp[i]) - yp[i];
         acc += d * d;

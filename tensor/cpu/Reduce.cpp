@@ -1,16 +1,18 @@
 // CPU reduction kernels over a contiguous (outer, reduce, inner) block.
 //
-// One generic loop (reduce_block) serves sum, mean, var and max/min: an
-// accumulator per output, a step per input value, a combine for partial
-// results and a finish that writes the output.  Work is split over outputs;
-// when there are fewer output tiles than threads (a full reduction of a large
-// tensor, say) the reduced axis is split instead and the per-thread partials
-// are combined in order, so results do not depend on the thread count's
-// timing.  With inner > 1 the loop walks rows of `inner` contiguous values so
-// the compiler can vectorise the step over outputs.
+// One generic loop (reduce_block) serves sum, mean, var (two passes: mean,
+// then squared deviations) and max/min (two passes: the value, then its first
+// index): an accumulator per output, a step per input value, a combine for
+// partial results and a finish that writes the output.  Work is split over
+// outputs; when there are fewer output tiles than threads (a full reduction
+// of a large tensor, say) the reduced axis is split instead and the partials
+// are combined in chunk order.  Contiguous runs use eight interleaved
+// accumulators; with inner > 1 the loop walks rows of `inner` contiguous
+// values, so either way the compiler can vectorise the step.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "tensor/Parallel.h"
@@ -24,9 +26,30 @@ namespace {
 constexpr int64_t kReduceGrain = 32768;  // input values per thread, at least
 constexpr int64_t kTile = 256;           // outputs per tile when inner > 1
 
+// Reduces the contiguous run x[r0..r1) of output o into an accumulator.  Eight
+// interleaved lanes break the dependency chain of the accumulator (and let
+// the compiler vectorise); they are combined in lane order.
+template <typename T, typename Acc, typename Step, typename Combine>
+Acc reduce_run(const T* x, int64_t r0, int64_t r1, int64_t o, const Acc& init, const Step& step,
+               const Combine& combine) {
+  constexpr int64_t kLanes = 8;
+  Acc lanes[kLanes];
+  for (int64_t j = 0; j < kLanes; ++j) lanes[j] = init;
+  int64_t r = r0;
+  for (; r + kLanes <= r1; r += kLanes) {
+#pragma omp simd
+    for (int64_t j = 0; j < kLanes; ++j) step(lanes[j], x[r + j], r + j, o);
+  }
+  Acc acc = lanes[0];
+  for (int64_t j = 1; j < kLanes; ++j) combine(acc, lanes[j]);
+  for (; r < r1; ++r) step(acc, x[r], r, o);
+  return acc;
+}
+
 // step(acc, value, r, o) folds value x[a, r, k] into the accumulator of
-// output o = a * K + k; combine(acc, later) merges the partial of a later
-// r-range; finish(o, acc) writes output o.
+// output o = a * K + k; combine(acc, other) merges another partial of the
+// same output (it must not depend on which came first beyond index ties);
+// finish(o, acc) writes output o.
 template <typename T, typename Acc, typename Step, typename Combine, typename Finish>
 void reduce_block(const T* x, int64_t A, int64_t R, int64_t K, const Acc& init, const Step& step,
                   const Combine& combine, const Finish& finish) {
@@ -39,17 +62,25 @@ void reduce_block(const T* x, int64_t A, int64_t R, int64_t K, const Acc& init, 
 
   if (units < threads && chunks > 1 && R >= chunks && !omp_in_parallel()) {
     // Split the reduced axis: chunk c reduces r in [R*c/chunks, R*(c+1)/chunks).
-    std::vector<Acc> partial(static_cast<size_t>(chunks * n_out), init);
+    // (Arrays, not std::vector: Acc may be bool.)
+    std::unique_ptr<Acc[]> partial(new Acc[chunks * n_out]);
+    std::fill(partial.get(), partial.get() + chunks * n_out, init);
     parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c) {
-        Acc* p = partial.data() + c * n_out;
+        Acc* p = partial.get() + c * n_out;
         const int64_t r0 = R * c / chunks, r1 = R * (c + 1) / chunks;
-        for (int64_t a = 0; a < A; ++a)
+        for (int64_t a = 0; a < A; ++a) {
+          if (K == 1) {
+            p[a] = reduce_run(x + a * R, r0, r1, a, init, step, combine);
+            continue;
+          }
+          Acc* pa = p + a * K;
           for (int64_t r = r0; r < r1; ++r) {
             const T* row = x + (a * R + r) * K;
-            Acc* pa = p + a * K;
+#pragma omp simd
             for (int64_t k = 0; k < K; ++k) step(pa[k], row[k], r, a * K + k);
           }
+        }
       }
     });
     for (int64_t o = 0; o < n_out; ++o) {
@@ -63,12 +94,8 @@ void reduce_block(const T* x, int64_t A, int64_t R, int64_t K, const Acc& init, 
   if (K == 1) {
     const int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1));
     parallel_for(0, A, grain, [&](int64_t b, int64_t e) {
-      for (int64_t a = b; a < e; ++a) {
-        Acc acc = init;
-        const T* row = x + a * R;
-        for (int64_t r = 0; r < R; ++r) step(acc, row[r], r, a);
-        finish(a, acc);
-      }
+      for (int64_t a = b; a < e; ++a)
+        finish(a, reduce_run(x + a * R, 0, R, a, init, step, combine));
     });
     return;
   }
@@ -76,16 +103,17 @@ void reduce_block(const T* x, int64_t A, int64_t R, int64_t K, const Acc& init, 
   const int64_t tile_work = std::max<int64_t>(R, 1) * std::min(K, kTile);
   const int64_t grain = std::max<int64_t>(1, kReduceGrain / tile_work);
   parallel_for(0, units, grain, [&](int64_t b, int64_t e) {
-    std::vector<Acc> acc(static_cast<size_t>(std::min(K, kTile)));
+    std::unique_ptr<Acc[]> acc(new Acc[std::min(K, kTile)]);
     for (int64_t u = b; u < e; ++u) {
       const int64_t a = u / tiles_per_a;
       const int64_t k0 = (u % tiles_per_a) * kTile;
       const int64_t n = std::min(K - k0, kTile);
       const int64_t o0 = a * K + k0;
-      std::fill(acc.begin(), acc.begin() + n, init);
-      Acc* pa = acc.data();
+      Acc* pa = acc.get();
+      std::fill(pa, pa + n, init);
       for (int64_t r = 0; r < R; ++r) {
         const T* row = x + (a * R + r) * K + k0;
+#pragma omp simd
         for (int64_t k = 0; k < n; ++k) step(pa[k], row[k], r, o0 + k);
       }
       for (int64_t k = 0; k < n; ++k) finish(o0 + k, pa[k]);
@@ -102,12 +130,6 @@ bool is_nan(T v) {
     return false;
   }
 }
-
-template <typename T>
-struct ValueIndex {
-  T value;
-  int64_t index;
-};
 
 }  // namespace
 
@@ -168,33 +190,66 @@ void extremum_kernel(const Tensor& values, const Tensor& indices, const native::
                      bool is_max) {
   dispatch_dtype(v.src.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    using Acc = ValueIndex<T>;
     const T* x = static_cast<const T*>(v.src.data_ptr());
+    const int64_t n_out = v.outer * v.inner;
+    const int64_t R = v.reduce;
     T* vo = values.defined() ? static_cast<T*>(values.data_ptr()) : nullptr;
     int64_t* io = indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr;
-    // `better(a, b)`: a replaces b.  NaN beats any number; the first of equals wins.
-    auto better = [is_max](T a, T b) {
-      if (is_nan(a)) return !is_nan(b);
-      return is_max ? a > b : a < b;
-    };
+    // Two branch-free passes vectorise far better than one that tracks the
+    // index: first the extreme value (NaN wins), then its first position.
     T start;
     if constexpr (std::is_floating_point_v<T>) {
       start = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
     } else {
       start = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
     }
-    reduce_block<T, Acc>(
-        x, v.outer, v.reduce, v.inner, Acc{start, 0},
-        [&](Acc& acc, T value, int64_t r, int64_t) {
-          if (better(value, acc.value)) acc = Acc{value, r};
+    auto combine = [is_max](T& acc, const T& value) {
+      const bool take = (is_max ? value > acc : value < acc) || is_nan(value);
+      acc = take ? value : acc;
+    };
+    auto step = [&combine](T& acc, T value, int64_t, int64_t) { combine(acc, value); };
+    // The first r with row[r] == want (NaN matches NaN): a predictable early exit.
+    auto first_hit = [R](const T* row, T want) {
+      int64_t r = 0;
+      if (is_nan(want)) {
+        while (r < R && !is_nan(row[r])) ++r;
+      } else {
+        while (r < R && !(row[r] == want)) ++r;
+      }
+      return r;
+    };
+    if (v.inner == 1 && v.outer >= get_num_threads()) {
+      // Many contiguous rows: both passes per row while it is in cache.
+      const int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(R, 1));
+      parallel_for(0, v.outer, grain, [&](int64_t lo, int64_t hi) {
+        for (int64_t a = lo; a < hi; ++a) {
+          const T* row = x + a * R;
+          const T m = reduce_run(row, 0, R, a, start, step, combine);
+          if (vo) vo[a] = m;
+          if (io) io[a] = first_hit(row, m);
+        }
+      });
+      return;
+    }
+    std::unique_ptr<T[]> best(new T[n_out]);  // (outer * inner)
+    reduce_block<T, T>(x, v.outer, R, v.inner, start, step, combine,
+                       [&](int64_t i, const T& acc) { best[i] = acc; });
+    if (vo) std::copy(best.get(), best.get() + n_out, vo);
+    if (!io) return;
+    const T* b = best.get();
+    if (v.inner == 1) {
+      for (int64_t a = 0; a < v.outer; ++a) io[a] = first_hit(x + a * R, b[a]);
+      return;
+    }
+    constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+    reduce_block<T, int64_t>(
+        x, v.outer, v.reduce, v.inner, kNone,
+        [b](int64_t& acc, T value, int64_t r, int64_t i) {
+          const bool hit = value == b[i] || (is_nan(value) && is_nan(b[i]));
+          acc = hit && r < acc ? r : acc;
         },
-        [&](Acc& acc, const Acc& later) {
-          if (better(later.value, acc.value)) acc = later;
-        },
-        [&](int64_t i, const Acc& acc) {
-          if (vo) vo[i] = acc.value;
-          if (io) io[i] = acc.index;
-        });
+        [](int64_t& acc, const int64_t& other) { acc = other < acc ? other : acc; },
+        [io](int64_t i, const int64_t& acc) { io[i] = acc; });
   });
 }
 

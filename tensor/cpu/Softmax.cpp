@@ -3,13 +3,15 @@
 // inner == 1 (softmax over the last dim, the common case): one contiguous row
 // per output row, parallel over rows.  inner > 1: rows of `inner` values are
 // walked D times per tile with per-lane running max and sum, so memory is read
-// in order.  Sums accumulate in the input type's wider partner (double).
+// in order.  Sums accumulate in double; exp is cpu::fast_exp, so every loop
+// vectorises.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "tensor/Parallel.h"
+#include "tensor/cpu/FastExp.h"
 #include "tensor/native/Softmax.h"
 
 namespace loom {
@@ -42,19 +44,25 @@ void softmax_rows(T* out, const T* x, int64_t outer, int64_t D, bool log) {
                    const T* xr = x + a * D;
                    T* yr = out + a * D;
                    T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
                    for (int64_t j = 0; j < D; ++j) m = xr[j] > m ? xr[j] : m;
                    double s = 0;
                    if (log) {
-                     for (int64_t j = 0; j < D; ++j) s += std::exp(xr[j] - m);
+#pragma omp simd reduction(+ : s)
+                     for (int64_t j = 0; j < D; ++j) s += fast_exp(xr[j] - m);
                      // (x - m) - log(s) keeps precision that x - (m + log(s)) loses.
                      const T log_s = static_cast<T>(std::log(s));
+#pragma omp simd
                      for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - m) - log_s;
                    } else {
+#pragma omp simd reduction(+ : s)
                      for (int64_t j = 0; j < D; ++j) {
-                       yr[j] = std::exp(xr[j] - m);
-                       s += yr[j];
+                       const T e = fast_exp(xr[j] - m);
+                       yr[j] = e;
+                       s += e;
                      }
                      const T inv = static_cast<T>(1.0 / s);
+#pragma omp simd
                      for (int64_t j = 0; j < D; ++j) yr[j] *= inv;
                    }
                  }
@@ -64,31 +72,43 @@ void softmax_rows(T* out, const T* x, int64_t outer, int64_t D, bool log) {
 template <typename T>
 void softmax_lanes(T* out, const T* x, int64_t outer, int64_t D, int64_t inner, bool log) {
   for_each_tile(outer, D, inner, [&](int64_t a, int64_t k0, int64_t n) {
-    T m[kTile];
-    double s[kTile];
+    T m[kTile];       // running max per lane
+    double s[kTile];  // sum of exp(x - m) per lane
     const T* xb = x + a * D * inner + k0;
     T* yb = out + a * D * inner + k0;
     std::fill(m, m + n, -std::numeric_limits<T>::infinity());
     std::fill(s, s + n, 0.0);
-    for (int64_t j = 0; j < D; ++j)
-      for (int64_t k = 0; k < n; ++k) m[k] = xb[j * inner + k] > m[k] ? xb[j * inner + k] : m[k];
-    for (int64_t j = 0; j < D; ++j)
-      for (int64_t k = 0; k < n; ++k) {
-        const T ex = std::exp(xb[j * inner + k] - m[k]);
-        if (!log) yb[j * inner + k] = ex;
-        s[k] += ex;
+    for (int64_t j = 0; j < D; ++j) {
+      const T* xj = xb + j * inner;
+#pragma omp simd
+      for (int64_t k = 0; k < n; ++k) m[k] = xj[k] > m[k] ? xj[k] : m[k];
+    }
+    for (int64_t j = 0; j < D; ++j) {
+      const T* xj = xb + j * inner;
+      T* yj = yb + j * inner;
+      if (log) {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) s[k] += fast_exp(xj[k] - m[k]);
+      } else {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) {
+          yj[k] = fast_exp(xj[k] - m[k]);
+          s[k] += yj[k];
+        }
       }
-    if (log) {
-      T log_s[kTile];
-      for (int64_t k = 0; k < n; ++k) log_s[k] = static_cast<T>(std::log(s[k]));
-      for (int64_t j = 0; j < D; ++j)
-        for (int64_t k = 0; k < n; ++k)
-          yb[j * inner + k] = (xb[j * inner + k] - m[k]) - log_s[k];
-    } else {
-      T inv[kTile];
-      for (int64_t k = 0; k < n; ++k) inv[k] = static_cast<T>(1.0 / s[k]);
-      for (int64_t j = 0; j < D; ++j)
-        for (int64_t k = 0; k < n; ++k) yb[j * inner + k] *= inv[k];
+    }
+    T f[kTile];  // log(s) for log_softmax, 1 / s for softmax
+    for (int64_t k = 0; k < n; ++k) f[k] = static_cast<T>(log ? std::log(s[k]) : 1.0 / s[k]);
+    for (int64_t j = 0; j < D; ++j) {
+      const T* xj = xb + j * inner;
+      T* yj = yb + j * inner;
+      if (log) {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) yj[k] = (xj[k] - m[k]) - f[k];
+      } else {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) yj[k] *= f[k];
+      }
     }
   });
 }
@@ -103,12 +123,16 @@ void backward_rows(T* gi, const T* g, const T* y, int64_t outer, int64_t D, bool
                    T* out = gi + a * D;
                    double s = 0;
                    if (log) {
+#pragma omp simd reduction(+ : s)
                      for (int64_t j = 0; j < D; ++j) s += gr[j];
                      const T st = static_cast<T>(s);
-                     for (int64_t j = 0; j < D; ++j) out[j] = gr[j] - std::exp(yr[j]) * st;
+#pragma omp simd
+                     for (int64_t j = 0; j < D; ++j) out[j] = gr[j] - fast_exp(yr[j]) * st;
                    } else {
+#pragma omp simd reduction(+ : s)
                      for (int64_t j = 0; j < D; ++j) s += static_cast<double>(gr[j]) * yr[j];
                      const T st = static_cast<T>(s);
+#pragma omp simd
                      for (int64_t j = 0; j < D; ++j) out[j] = yr[j] * (gr[j] - st);
                    }
                  }
@@ -122,17 +146,27 @@ void backward_lanes(T* gi, const T* g, const T* y, int64_t outer, int64_t D, int
     const int64_t base = a * D * inner + k0;
     double s[kTile];
     std::fill(s, s + n, 0.0);
-    for (int64_t j = 0; j < D; ++j)
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t i = base + j * inner + k;
-        s[k] += log ? static_cast<double>(g[i]) : static_cast<double>(g[i]) * y[i];
+    for (int64_t j = 0; j < D; ++j) {
+      const T* gj = g + base + j * inner;
+      const T* yj = y + base + j * inner;
+#pragma omp simd
+      for (int64_t k = 0; k < n; ++k)
+        s[k] += log ? static_cast<double>(gj[k]) : static_cast<double>(gj[k]) * yj[k];
+    }
+    T st[kTile];
+    for (int64_t k = 0; k < n; ++k) st[k] = static_cast<T>(s[k]);
+    for (int64_t j = 0; j < D; ++j) {
+      const T* gj = g + base + j * inner;
+      const T* yj = y + base + j * inner;
+      T* oj = gi + base + j * inner;
+      if (log) {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) oj[k] = gj[k] - fast_exp(yj[k]) * st[k];
+      } else {
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) oj[k] = yj[k] * (gj[k] - st[k]);
       }
-    for (int64_t j = 0; j < D; ++j)
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t i = base + j * inner + k;
-        const T st = static_cast<T>(s[k]);
-        gi[i] = log ? g[i] - std::exp(y[i]) * st : y[i] * (g[i] - st);
-      }
+    }
   });
 }
 

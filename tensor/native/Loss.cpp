@@ -128,7 +128,7 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tens
              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   const ClassLossShape s = check_class_loss("cross_entropy", input, target, weight, ignore_index);
   Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
-  Tensor lse = empty(s.none_shape, like(input, input.dtype()));
+  Tensor lse = empty(s.none_shape, like(input, kFloat64));
   const cpu::LossTotals totals = cpu::cross_entropy_kernel(
       per, lse, contiguous(input), contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
       ignore_index, label_smoothing);
@@ -143,7 +143,7 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Ten
   const ClassLossShape s = check_class_loss("cross_entropy_backward", input, target, weight,
                                             ignore_index);
   check_loss_grad("cross_entropy_backward", grad, s.none_shape, reduction, input);
-  LOOM_CHECK(logsumexp.sizes() == s.none_shape && logsumexp.dtype() == input.dtype(),
+  LOOM_CHECK(logsumexp.sizes() == s.none_shape && logsumexp.dtype() == kFloat64,
              "cross_entropy_backward: logsumexp ", logsumexp.describe(), " does not match input ",
              input.describe());
   Tensor grad_input = empty(input.sizes(), like(input, input.dtype()));

@@ -40,7 +40,8 @@ Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
                          const Tensor& weight, LossReduction reduction, int64_t ignore_index,
                          double total_weight);
 
-// Returns (loss, logsumexp (N, S) in input's dtype, total_weight 0-dim double).
+// Returns (loss, logsumexp (none_shape, float64: the backward recomputes
+// p = exp(x - lse) from it), total_weight 0-dim double).
 std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tensor& target,
                                                  const Tensor& weight, LossReduction reduction,
                                                  int64_t ignore_index, double label_smoothing);
@@ -65,7 +66,8 @@ struct LossTotals {
 };
 // Per-element class losses (weighted; 0 where ignored) into `loss` (N * S
 // values of input's dtype).  x (N, C, S), target (N * S), weight (C) or
-// undefined; all contiguous.  cross_entropy also writes logsumexp (N * S).
+// undefined; all contiguous.  cross_entropy also writes logsumexp (N * S
+// doubles).
 // Totals are summed in fixed blocks, so they do not depend on the thread count.
 LossTotals nll_loss_kernel(const Tensor& loss, const Tensor& x, const Tensor& target,
                            const Tensor& weight, int64_t N, int64_t C, int64_t S,

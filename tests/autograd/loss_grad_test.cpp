@@ -59,7 +59,8 @@ TEST(CrossEntropyGrad, WeightAndLabelSmoothing) {
         GradOk([&](const Inputs& v) { return cross_entropy(v[0], t, r, -100, 0.3, w); }, {x}));
   }
   EXPECT_TRUE(GradOk(
-      [&](const Inputs& v) { return cross_entropy(v[0], t, Reduction::kMean, -100, 0.0, w); }, {x}));
+      [&](const Inputs& v) { return cross_entropy(v[0], t, Reduction::kMean, -100, 0.0, w); },
+      {x}));
   Tensor xt = random_leaf({5, 4}, 6).t();  // non-contiguous (4, 5)
   EXPECT_TRUE(GradOk(
       [&](const Inputs& v) { return cross_entropy(v[0], t, Reduction::kMean, -100, 0.2, w); },

@@ -90,6 +90,24 @@ TEST(CrossEntropy, Float32AndUnbatched) {
   EXPECT_NEAR(one.item<double>(), 0.9035298834755282, 1e-12);
 }
 
+TEST(CrossEntropy, Float32AgreesWithFloat64) {
+  Generator gen(3);
+  const Tensor x = rand({32, 100}, kFloat64, &gen) * 40.0 - 20.0;
+  const Tensor t = randint(0, 100, {32}, kInt64, &gen);
+  const Tensor w = rand({100}, kFloat64, &gen) + 0.5;
+  for (double eps : {0.0, 0.2}) {
+    const Tensor ref = cross_entropy(x, t, Reduction::kNone, -100, eps, w);
+    const Tensor got =
+        cross_entropy(x.to(kFloat32), t, Reduction::kNone, -100, eps, w.to(kFloat32));
+    EXPECT_TRUE(AllClose(got, ref.to(kFloat32), 1e-5, 1e-5)) << eps;
+    // And the fused gradient.
+    Tensor a = x.detach().requires_grad_(), b = x.to(kFloat32).detach().requires_grad_();
+    cross_entropy(a, t, Reduction::kMean, -100, eps, w).backward();
+    cross_entropy(b, t, Reduction::kMean, -100, eps, w.to(kFloat32)).backward();
+    EXPECT_TRUE(AllClose(b.grad(), a.grad().to(kFloat32), 1e-4, 1e-7)) << eps;
+  }
+}
+
 TEST(CrossEntropy, AllIgnoredMeanIsNan) {
   // PyTorch 1.13 gives nan (0 / 0).
   EXPECT_TRUE(std::isnan(

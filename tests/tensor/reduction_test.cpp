@@ -199,6 +199,23 @@ TEST(Softmax, StableForLargeLogits) {
                        1e-5));
 }
 
+TEST(Softmax, Float32AgreesWithFloat64) {
+  // float32 uses a vectorised exp; compare with float64 over a wide range.
+  Generator gen(5);
+  const Tensor x = rand({64, 300}, kFloat64, &gen) * 100.0 - 50.0;
+  const Tensor xf = x.to(kFloat32);
+  for (int64_t dim : {0, 1}) {
+    // (x itself rounds to float by up to 3e-6 in the exponent at |x| = 50.)
+    EXPECT_TRUE(AllClose(xf.softmax(dim), x.softmax(dim).to(kFloat32), 1e-5, 1e-30)) << dim;
+    EXPECT_TRUE(AllClose(xf.log_softmax(dim), x.log_softmax(dim).to(kFloat32), 1e-6, 1e-5))
+        << dim;
+  }
+  // Very negative logits underflow to exactly 0, NaN propagates.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(AllClose(tensor<float>({0.0f, -200.0f}).softmax(0), tensor<float>({1.0f, 0.0f})));
+  EXPECT_TRUE(std::isnan(tensor<float>({0.0f, nan}).softmax(0).to_vector<float>()[0]));
+}
+
 TEST(Softmax, Errors) {
   EXPECT_LOOM_ERROR(tensor<int64_t>({1, 2}).softmax(0), "softmax", "floating-point", "int64");
   EXPECT_LOOM_ERROR(small().log_softmax(2), "log_softmax", "dimension out of range");
