@@ -64,6 +64,8 @@ def _cuda_configure_impl(ctx):
         "CUDA_ENABLED = %s" % found,
         "CUDA_ROOT = %s" % repr(root if found else ""),
         "NVCC = %s" % repr(nvcc if found else ""),
+        "# Header folders nvcc needs beyond its own (cuDNN, NCCL may live elsewhere).",
+        "CUDA_INCLUDE_DIRS = %s" % repr(include_dirs if found else []),
         "",
     ]))
 

@@ -3,9 +3,17 @@
 Each .cu becomes one object (sm_80 and sm_90 machine code plus compute_90 PTX,
 so newer GPUs JIT it).  Without a CUDA toolkit the library is empty and
 carries no LOOM_WITH_CUDA define, so callers compile their CPU-only path.
+
+nvcc sees the workspace root (-I., so includes read "tensor/Error.h"), the
+generated-files root, and the toolkit's header folders (cuda_runtime.h,
+cuBLAS, cuDNN, NCCL).  The inputs of each compile are the .cu, `hdrs`, and
+every .h/.cuh of the package, so a .cu may include any header beside it.
+The objects link into the cc_library with @local_cuda//:cudart (libcudart.so
+by name, with an rpath to the toolkit), whose LOOM_WITH_CUDA define reaches
+every dependent C++ file.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "NVCC")
+load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_INCLUDE_DIRS", "NVCC")
 
 NVCC_FLAGS = [
     "-std=c++17",
@@ -21,19 +29,25 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
     if not CUDA_ENABLED:
         native.cc_library(name = name, hdrs = hdrs, deps = deps, **kwargs)
         return
+    headers = list(hdrs)
+    for h in native.glob(["**/*.h", "**/*.cuh"]):
+        if h not in headers:
+            headers.append(h)
     objs = []
     for src in srcs:
         obj = name + "_objs/" + src.replace(".cu", ".o")
         native.genrule(
             name = name + "_" + src.replace("/", "_").replace(".", "_"),
-            srcs = [src] + hdrs + native.glob(["**/*.h", "**/*.cuh"]),
+            srcs = [src] + headers,
             outs = [obj],
             cmd = " ".join([NVCC] + NVCC_FLAGS + copts + [
                 "-I.",
                 "-I$(GENDIR)",
+            ] + ["-isystem " + d for d in CUDA_INCLUDE_DIRS] + [
                 "-c $(location %s)" % src,
                 "-o $@",
             ]),
+            message = "nvcc " + src,
         )
         objs.append(obj)
     native.cc_library(
