@@ -47,6 +47,9 @@ DType promoted_dtype(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
+// bool < integer < floating.
+int dtype_category(DType d) { return d == kBool ? 0 : (is_floating_point(d) ? 2 : 1); }
+
 // Bool tensors only support comparisons and the logical mul/maximum/minimum.
 void check_bool_arithmetic(BinaryOp op, DType compute, const Tensor& a, const Tensor& b) {
   LOOM_CHECK(compute != kBool || is_comparison(op) || op == BinaryOp::kMaximum ||
@@ -109,7 +112,11 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
              " doesn't match the broadcast shape ", shape_str(shape));
   const DType want = result_dtype(op, self, other);
   check_bool_arithmetic(op, promoted_dtype(self, other), self, other);
-  LOOM_CHECK(want == self.dtype() || (is_comparison(op) && self.dtype() == kBool), name,
+  // As in PyTorch, the result may narrow within its category (float64 into a
+  // float32 self) but not move down one (float into an integer self).
+  const bool castable = is_comparison(op) ? self.dtype() == kBool
+                                          : dtype_category(want) <= dtype_category(self.dtype());
+  LOOM_CHECK(castable, name,
              "_: result type ", dtype_name(want), " can't be cast to the desired output type ",
              dtype_name(self.dtype()));
   Tensor o = expand_to(to(other, other.device(), self.dtype()), shape);

@@ -41,8 +41,10 @@ Tensor expand_to(const Tensor& t, const IntList& shape);
 Tensor wrap_scalar(Scalar value, const Tensor& like);
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1);
-// self = self op other, in place (other broadcast to self's shape; the result
-// dtype must be self's).  Bumps self's version.
+// self = self op other, in place, computed in self's dtype (other broadcast
+// to self's shape).  The result dtype may narrow into self's within its
+// category (float64 into float32) but not cross one (float into int64).
+// Bumps self's version.
 void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha = 1);
 
 // |a - b| <= atol + rtol * |b| elementwise (broadcasting, any dtypes, compared

@@ -312,6 +312,15 @@ TEST(Elementwise, InPlaceDtypeRules) {
   EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{2, 2}));
   i.relu_();
   EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{2, 2}));
+  // Narrowing within a category is fine, as in PyTorch.
+  Tensor f = tensor<float>({1, 2});
+  f.add_(tensor<double>({0.5, 0.25}, {2}));
+  EXPECT_EQ(f.dtype(), kFloat32);
+  EXPECT_TRUE(AllClose(f, tensor<float>({1.5, 2.25})));
+  Tensor i32 = tensor<int32_t>({1, 2});
+  i32.mul_(tensor<int64_t>({3, 4}, {2}));
+  EXPECT_EQ(i32.to_vector<int32_t>(), (std::vector<int32_t>{3, 8}));
+  EXPECT_LOOM_ERROR(i32.mul_(tensor<float>({1, 1})), "mul_", "float32", "int32");
 }
 
 // ---- fills -------------------------------------------------------------------------
