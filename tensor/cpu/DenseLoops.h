@@ -81,12 +81,26 @@ void simd_map(const Tensor& out, const Tensor& a, const Tensor& b, const F& f) {
   const StridedPlan<3> plan = make_plan<3>({&out, &a, &b});
   for_each_run<3>(plan, kElementwiseGrain,
                   [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
+                    Out* o = reinterpret_cast<Out*>(p[0]);
+                    const A* x = reinterpret_cast<const A*>(p[1]);
+                    const B* y = reinterpret_cast<const B*>(p[2]);
                     if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
-                      Out* o = reinterpret_cast<Out*>(p[0]);
-                      const A* x = reinterpret_cast<const A*>(p[1]);
-                      const B* y = reinterpret_cast<const B*>(p[2]);
 #pragma omp simd
                       for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], y[k]);
+                      return;
+                    }
+                    // One operand constant along the run, e.g. a per-channel
+                    // bias over (N, C, H, W): hoist it out of the loop.
+                    if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == 0) {
+                      const B c = *y;
+#pragma omp simd
+                      for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], c);
+                      return;
+                    }
+                    if (s[0] == sizeof(Out) && s[1] == 0 && s[2] == sizeof(B)) {
+                      const A c = *x;
+#pragma omp simd
+                      for (int64_t k = 0; k < n; ++k) o[k] = f(c, y[k]);
                       return;
                     }
                     for (int64_t k = 0; k < n; ++k)

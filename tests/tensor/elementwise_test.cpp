@@ -33,6 +33,19 @@ TEST(Elementwise, BroadcastColumnAgainstRow) {
   EXPECT_TRUE(AllClose(minimum(col * 15, row), tensor<float>({10, 15, 15, 10, 20, 30}, {2, 3})));
 }
 
+TEST(Elementwise, PerChannelBroadcast) {
+  Tensor x = arange(24, kFloat32).view({2, 3, 2, 2});  // (N, C, H, W)
+  Tensor c = tensor<float>({100, 200, 300}, {1, 3, 1, 1});
+  std::vector<float> plus, minus;
+  for (int i = 0; i < 24; ++i) {
+    const float ch = 100.0f * ((i / 4) % 3 + 1);
+    plus.push_back(i + ch);
+    minus.push_back(ch - i);
+  }
+  EXPECT_TRUE(AllClose(x + c, tensor<float>(plus, {2, 3, 2, 2})));
+  EXPECT_TRUE(AllClose(c - x, tensor<float>(minus, {2, 3, 2, 2})));
+}
+
 TEST(Elementwise, ScalarOperandsOnBothSides) {
   Tensor a = tensor<float>({1, 2, 4});
   EXPECT_TRUE(AllClose(2 - a, tensor<float>({1, 0, -2})));
