@@ -25,7 +25,7 @@ struct Flags {
   std::string device = "cpu";
   std::string data_dir;
   std::string save = "mnist.safetensors";
-  uint64_t seed = 0;
+  uint64_t seed = 4;
   int64_t num_workers = 1;
   int threads = 0;
 };
