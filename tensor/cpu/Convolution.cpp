@@ -11,6 +11,8 @@
 // skips im2col: the input plane already is the column matrix.
 #include "tensor/cpu/Convolution.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -31,15 +33,6 @@ constexpr int64_t kSequentialColBudget = 4 * 1024 * 1024;
 // Below this many multiply-adds a convolution stays on one thread.
 constexpr int64_t kParallelMacs = 1 << 18;
 
-// The output columns ow whose input column ow * stride + offset is in [0, width).
-void valid_columns(int64_t offset, int64_t stride, int64_t width, int64_t out_w, int64_t& lo,
-                   int64_t& hi) {
-  lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  hi = width - 1 - offset < 0 ? 0 : (width - 1 - offset) / stride + 1;
-  lo = std::min(lo, out_w);
-  hi = std::max(lo, std::min(hi, out_w));
-}
-
 template <typename T>
 T sum_row(const T* x, int64_t n) {
   T acc[16] = {};
@@ -50,6 +43,69 @@ T sum_row(const T* x, int64_t n) {
   for (; i < n; ++i) s += x[i];
   for (int l = 0; l < 16; ++l) s += acc[l];
   return s;
+}
+
+// Short contiguous runs (one output row, often < 32 values): the inner work
+// of im2col / col2im.  Inline vector code with a masked tail instead of
+// memcpy/memset calls, whose call overhead dominates at these lengths.
+template <typename T>
+inline void zero_run(T* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = T(0);
+}
+template <typename T>
+inline void copy_run(T* d, const T* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = s[i];
+}
+template <typename T>
+inline void add_run(T* d, const T* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+}
+
+// Mask of the first r (0..8) lanes.
+inline __m256i tail_mask(int64_t r) {
+  alignas(32) static const int32_t table[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                0,  0,  0,  0,  0,  0,  0,  0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table + 8 - r));
+}
+template <>
+inline void zero_run<float>(float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_setzero_ps());
+  if (i < n) _mm256_maskstore_ps(d + i, tail_mask(n - i), _mm256_setzero_ps());
+}
+template <>
+inline void copy_run<float>(float* d, const float* s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(s + i));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(d + i, m, _mm256_maskload_ps(s + i, m));
+  }
+}
+template <>
+inline void add_run<float>(float* d, const float* s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(s + i)));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(d + i, m,
+                        _mm256_add_ps(_mm256_maskload_ps(d + i, m), _mm256_maskload_ps(s + i, m)));
+  }
+}
+
+// Uninitialised scratch memory kept per thread and reused across calls
+// (fresh large allocations would page-fault on every convolution).
+enum ScratchSlot { kColSlot, kColGradSlot, kRowsSlot, kPadSlot, kPadGradSlot, kNumSlots };
+template <typename T>
+T* scratch(ScratchSlot slot, int64_t n) {
+  thread_local std::unique_ptr<T[]> buffers[kNumSlots];
+  thread_local int64_t sizes[kNumSlots] = {};
+  if (sizes[slot] < n) {
+    buffers[slot].reset(new T[n]);
+    sizes[slot] = n;
+  }
+  return buffers[slot].get();
 }
 
 // One chunk of output pixels: images [n0, n1) and, within each, pixels
@@ -118,11 +174,12 @@ class ConvRunner {
     }
   }
 
-  // grad_input[images of c, group] += col2im(colg (CKK, chunk.cols())).
+  // grad_input[images of c, group] = col2im(colg (CKK, chunk.cols())), complete
+  // once the images' last chunk is in.
   void col2im(const T* colg, const Chunk& c, int64_t group, T* grad_input, bool parallel) const {
     const int64_t ld = c.cols(), span = c.p1 - c.p0;
     auto one = [&](int64_t n) {
-      col2im_image(colg + (n - c.n0) * span, ld, c.p0, c.p1,
+      col2im_image(colg + (n - c.n0) * span, ld, c.p0, c.p1, group,
                    grad_input + (n * g_.in_channels + group * cg_) * hw_);
     };
     if (parallel) {
@@ -163,86 +220,91 @@ class ConvRunner {
     for (int64_t p = 0; p < ohw_; p += pixels) fn(Chunk{n0, n1, p, std::min(ohw_, p + pixels)});
   }
 
-  // One image's channels of this group (Cg, H, W) -> rows of col, columns
-  // [p0, p1) of the image's output pixels written at col[row * ld + p - p0].
+  int64_t padded_h() const { return g_.height + 2 * g_.pad_h; }
+  int64_t padded_w() const { return g_.width + 2 * g_.pad_w; }
+
+  // One image's channels of this group (Cg, H, W) with a zero border: a
+  // (Cg, Hp, Wp) scratch copy, or x itself without padding.
+  const T* padded_input(const T* x) const {
+    if (g_.pad_h == 0 && g_.pad_w == 0) return x;
+    const int64_t H = g_.height, W = g_.width, hp = padded_h(), wp = padded_w();
+    T* buf = scratch<T>(kPadSlot, cg_ * hp * wp);
+    for (int64_t c = 0; c < cg_; ++c) {
+      T* plane = buf + c * hp * wp;
+      zero_run(plane, g_.pad_h * wp);
+      for (int64_t ih = 0; ih < H; ++ih) {
+        T* row = plane + (ih + g_.pad_h) * wp;
+        zero_run(row, g_.pad_w);
+        copy_run(row + g_.pad_w, x + c * hw_ + ih * W, W);
+        zero_run(row + g_.pad_w + W, g_.pad_w);
+      }
+      zero_run(plane + (H + g_.pad_h) * wp, g_.pad_h * wp);
+    }
+    return buf;
+  }
+
+  // Rows of col for one image's group channels x (Cg, H, W): output pixels
+  // [p0, p1) of the image go to col[row * ld + p - p0].  Reads a padded copy,
+  // so every output row is one bounds-free run (stride 1) or gather.
   void im2col_image(const T* x, int64_t p0, int64_t p1, T* col, int64_t ld) const {
-    const int64_t H = g_.height, W = g_.width, OW = g_.out_w;
-    const int64_t oh0 = p0 / OW, oh1 = (p1 - 1) / OW;
-    for (int64_t c = 0; c < cg_; ++c) {
-      const T* plane = x + c * hw_;
-      for (int64_t ki = 0; ki < g_.kernel_h; ++ki) {
+    const int64_t OW = g_.out_w, wp = padded_w(), plane = padded_h() * wp;
+    const int64_t oh0 = p0 / OW, oh1 = (p1 - 1) / OW, sw = g_.stride_w;
+    const int64_t row_step = g_.stride_h * wp;
+    const T* xp = padded_input(x);
+    for (int64_t c = 0; c < cg_; ++c)
+      for (int64_t ki = 0; ki < g_.kernel_h; ++ki)
         for (int64_t kj = 0; kj < g_.kernel_w; ++kj) {
-          T* dst = col + ((c * g_.kernel_h + ki) * g_.kernel_w + kj) * ld;
-          const int64_t off_w = kj * g_.dilation_w - g_.pad_w;
-          int64_t lo, hi;
-          valid_columns(off_w, g_.stride_w, W, OW, lo, hi);
+          // Output (oh, ow) reads src[oh * row_step + ow * sw].
+          const T* src = xp + c * plane + ki * g_.dilation_h * wp + kj * g_.dilation_w;
+          T* dst = col + ((c * g_.kernel_h + ki) * g_.kernel_w + kj) * ld - p0;
           for (int64_t oh = oh0; oh <= oh1; ++oh) {
             const int64_t ob = oh == oh0 ? p0 - oh * OW : 0;
             const int64_t oe = oh == oh1 ? p1 - oh * OW : OW;
-            T* d = dst + oh * OW - p0;
-            const int64_t ih = oh * g_.stride_h - g_.pad_h + ki * g_.dilation_h;
-            if (ih < 0 || ih >= H) {
-              std::fill(d + ob, d + oe, T(0));
-              continue;
-            }
-            const int64_t l = std::min(std::max(lo, ob), oe);
-            const int64_t h = std::max(l, std::min(hi, oe));
-            std::fill(d + ob, d + l, T(0));
-            const T* s = plane + ih * W + off_w;  // s[ow * stride_w] for ow in [l, h)
-            if (g_.stride_w == 1) {
-              if (h > l) std::memcpy(d + l, s + l, sizeof(T) * (h - l));
+            T* d = dst + oh * OW;
+            const T* sr = src + oh * row_step;
+            if (sw == 1) {
+              copy_run(d + ob, sr + ob, oe - ob);
             } else {
-              for (int64_t ow = l; ow < h; ++ow) d[ow] = s[ow * g_.stride_w];
+              for (int64_t ow = ob; ow < oe; ++ow) d[ow] = sr[ow * sw];
             }
-            std::fill(d + h, d + oe, T(0));
           }
         }
-      }
-    }
   }
 
-  // The adjoint of im2col_image: accumulates col into the image's planes.
-  void col2im_image(const T* col, int64_t ld, int64_t p0, int64_t p1, T* x) const {
+  // The adjoint of im2col_image for group `group`: accumulates the columns
+  // [p0, p1) into a padded gradient of the image, which chunk p0 == 0 clears
+  // and chunk p1 == OHW writes (interior only) to gx (Cg, H, W).
+  void col2im_image(const T* col, int64_t ld, int64_t p0, int64_t p1, int64_t group,
+                    T* gx) const {
     const int64_t H = g_.height, W = g_.width, OW = g_.out_w;
-    const int64_t oh0 = p0 / OW, oh1 = (p1 - 1) / OW;
-    for (int64_t c = 0; c < cg_; ++c) {
-      T* plane = x + c * hw_;
-      for (int64_t ki = 0; ki < g_.kernel_h; ++ki) {
+    const bool padded = g_.pad_h != 0 || g_.pad_w != 0;
+    const int64_t hp = padded_h(), wp = padded_w(), plane = hp * wp;
+    T* gp = padded ? scratch<T>(kPadGradSlot, g_.in_channels * plane) + group * cg_ * plane : gx;
+    if (p0 == 0) zero_run(gp, cg_ * plane);
+    const int64_t oh0 = p0 / OW, oh1 = (p1 - 1) / OW, sw = g_.stride_w;
+    const int64_t row_step = g_.stride_h * wp;
+    for (int64_t c = 0; c < cg_; ++c)
+      for (int64_t ki = 0; ki < g_.kernel_h; ++ki)
         for (int64_t kj = 0; kj < g_.kernel_w; ++kj) {
-          const T* src = col + ((c * g_.kernel_h + ki) * g_.kernel_w + kj) * ld;
-          const int64_t off_w = kj * g_.dilation_w - g_.pad_w;
-          int64_t lo, hi;
-          valid_columns(off_w, g_.stride_w, W, OW, lo, hi);
+          const T* src = col + ((c * g_.kernel_h + ki) * g_.kernel_w + kj) * ld - p0;
+          T* dst = gp + c * plane + ki * g_.dilation_h * wp + kj * g_.dilation_w;
           for (int64_t oh = oh0; oh <= oh1; ++oh) {
-            const int64_t ih = oh * g_.stride_h - g_.pad_h + ki * g_.dilation_h;
-            if (ih < 0 || ih >= H) continue;
             const int64_t ob = oh == oh0 ? p0 - oh * OW : 0;
             const int64_t oe = oh == oh1 ? p1 - oh * OW : OW;
-            const int64_t l = std::min(std::max(lo, ob), oe);
-            const int64_t h = std::max(l, std::min(hi, oe));
-            const T* s = src + oh * OW - p0;
-            T* d = plane + ih * W + off_w;
-            if (g_.stride_w == 1) {
-              for (int64_t ow = l; ow < h; ++ow) d[ow] += s[ow];
+            const T* s = src + oh * OW;
+            T* dr = dst + oh * row_step;
+            if (sw == 1) {
+              add_run(dr + ob, s + ob, oe - ob);
             } else {
-              for (int64_t ow = l; ow < h; ++ow) d[ow * g_.stride_w] += s[ow];
+              for (int64_t ow = ob; ow < oe; ++ow) dr[ow * sw] += s[ow];
             }
           }
         }
-      }
-    }
+    if (!padded || p1 != ohw_) return;
+    for (int64_t c = 0; c < cg_; ++c)
+      for (int64_t ih = 0; ih < H; ++ih)
+        copy_run(gx + c * hw_ + ih * W, gp + c * plane + (ih + g_.pad_h) * wp + g_.pad_w, W);
   }
-};
-
-// An uninitialised scratch array (std::vector would zero it).
-template <typename T>
-class Buffer {
- public:
-  void reset(int64_t n) { data_.reset(n > 0 ? new T[n] : nullptr); }
-  T* data() const { return data_.get(); }
-
- private:
-  std::unique_ptr<T[]> data_;
 };
 
 template <typename T>
@@ -261,17 +323,18 @@ template <typename T>
 void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, const T* bias,
                     T* out) {
   if (g.batch == 0 || g.out_channels == 0 || g.out_h * g.out_w == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (shifted_forward_ok(g)) return conv2d_forward_shifted(g, input, weight, bias, out);
+  }
   const ConvRunner<T> r(g);
   const int64_t O = g.out_channels, OHW = r.ohw_;
   struct Buffers {
-    Buffer<T> col;  // (CKK, cols)
-    Buffer<T> tmp;  // (Og, cols) when a chunk spans several images
+    T* col;  // (CKK, cols)
+    T* tmp;  // (Og, cols) when a chunk spans several images
   };
   auto begin = [&](int64_t max_cols) {
-    Buffers b;
-    if (!r.identity_) b.col.reset(r.ckk_ * max_cols);
-    b.tmp.reset(r.og_ * max_cols);
-    return b;
+    return Buffers{r.identity_ ? nullptr : scratch<T>(kColSlot, r.ckk_ * max_cols),
+                   scratch<T>(kRowsSlot, r.og_ * max_cols)};
   };
   auto fn = [&](const Chunk& c, bool parallel, Buffers& buf) {
     const int64_t cols = c.cols();
@@ -283,11 +346,11 @@ void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, cons
         b = input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0;
         ldb = r.hw_;
       } else {
-        r.im2col(input, c, grp, buf.col.data(), parallel);
-        b = buf.col.data();
+        r.im2col(input, c, grp, buf.col, parallel);
+        b = buf.col;
         ldb = cols;
       }
-      T* dst = direct ? out + (c.n0 * O + grp * r.og_) * OHW + c.p0 : buf.tmp.data();
+      T* dst = direct ? out + (c.n0 * O + grp * r.og_) * OHW + c.p0 : buf.tmp;
       const int64_t ldc = direct ? OHW : cols;
       run_gemm<T>(parallel, false, false, r.og_, cols, r.ckk_, weight + grp * r.og_ * r.ckk_,
                   r.ckk_, b, ldb, T(0), dst, ldc);
@@ -298,7 +361,7 @@ void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, cons
             T* row = out + (n * O + grp * r.og_ + o) * OHW + c.p0;
             const int64_t len = c.p1 - c.p0;
             if (!direct)
-              std::memcpy(row, buf.tmp.data() + o * cols + (n - c.n0) * OHW, sizeof(T) * len);
+              std::memcpy(row, buf.tmp + o * cols + (n - c.n0) * OHW, sizeof(T) * len);
             if (bias != nullptr) {
               const T bv = bias[grp * r.og_ + o];
               for (int64_t i = 0; i < len; ++i) row[i] += bv;
@@ -318,27 +381,35 @@ void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, cons
 template <typename T>
 void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, const T* grad_out,
                      T* grad_input, T* grad_weight, T* grad_bias) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.batch > 0 && g.out_channels > 0 && shifted_backward_ok(g, grad_input != nullptr))
+      return conv2d_backward_shifted(g, input, weight, grad_out, grad_input, grad_weight,
+                                     grad_bias);
+  }
   const ConvRunner<T> r(g);
   const int64_t O = g.out_channels, OHW = r.ohw_;
   const int64_t weight_numel = O * r.ckk_;
   if (grad_weight != nullptr) std::fill(grad_weight, grad_weight + weight_numel, T(0));
   if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + O, T(0));
-  if (grad_input != nullptr)
-    std::fill(grad_input, grad_input + g.batch * g.in_channels * r.hw_, T(0));
-  if (g.batch == 0 || O == 0 || OHW == 0) return;
+  if (g.batch == 0 || O == 0 || OHW == 0) {
+    if (grad_input != nullptr)
+      std::fill(grad_input, grad_input + g.batch * g.in_channels * r.hw_, T(0));
+    return;
+  }
   std::mutex merge_mutex;
   struct State {
-    Buffer<T> col;   // (CKK, cols) im2col of the input
-    Buffer<T> colg;  // (CKK, cols) column gradient
-    Buffer<T> gbuf;  // (Og, cols) gathered grad_out of a multi-image chunk
+    T* col = nullptr;   // (CKK, cols) im2col of the input
+    T* colg = nullptr;  // (CKK, cols) column gradient
+    T* gbuf = nullptr;  // (Og, cols) gathered grad_out of a multi-image chunk
     std::vector<T> gw, gb;  // per-thread accumulators (parallel scheme)
     bool local = false;
   };
   auto begin = [&](int64_t max_cols) {
     State s;
-    if (!r.identity_ && grad_weight != nullptr) s.col.reset(r.ckk_ * max_cols);
-    if (!r.identity_ && grad_input != nullptr) s.colg.reset(r.ckk_ * max_cols);
-    s.gbuf.reset(r.og_ * max_cols);
+    if (!r.identity_ && grad_weight != nullptr) s.col = scratch<T>(kColSlot, r.ckk_ * max_cols);
+    if (!r.identity_ && grad_input != nullptr)
+      s.colg = scratch<T>(kColGradSlot, r.ckk_ * max_cols);
+    s.gbuf = scratch<T>(kRowsSlot, r.og_ * max_cols);
     return s;
   };
   auto fn = [&](const Chunk& c, bool parallel, State& s) {
@@ -362,7 +433,7 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
         auto gather = [&](int64_t n0, int64_t n1) {
           for (int64_t n = n0; n < n1; ++n)
             for (int64_t o = 0; o < r.og_; ++o)
-              std::memcpy(s.gbuf.data() + o * cols + (n - c.n0) * OHW,
+              std::memcpy(s.gbuf + o * cols + (n - c.n0) * OHW,
                           grad_out + (n * O + grp * r.og_ + o) * OHW, sizeof(T) * OHW);
         };
         if (parallel) {
@@ -370,7 +441,7 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
         } else {
           gather(c.n0, c.n1);
         }
-        go = s.gbuf.data();
+        go = s.gbuf;
         ldg = cols;
       }
       if (gb != nullptr)
@@ -383,8 +454,8 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
           x = input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0;
           ldx = r.hw_;
         } else {
-          r.im2col(input, c, grp, s.col.data(), parallel);
-          x = s.col.data();
+          r.im2col(input, c, grp, s.col, parallel);
+          x = s.col;
           ldx = cols;
         }
         run_gemm<T>(parallel, false, true, r.og_, r.ckk_, cols, go, ldg, x, ldx, T(1),
@@ -396,8 +467,8 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
                       grad_input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0, r.hw_);
         } else {
           run_gemm<T>(parallel, true, false, r.ckk_, cols, r.og_, wg, r.ckk_, go, ldg, T(0),
-                      s.colg.data(), cols);
-          r.col2im(s.colg.data(), c, grp, grad_input, parallel);
+                      s.colg, cols);
+          r.col2im(s.colg, c, grp, grad_input, parallel);
         }
       }
     }

@@ -34,5 +34,20 @@ template <typename T>
 void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, const T* grad_out,
                      T* grad_input, T* grad_weight, T* grad_bias);
 
+// ---- stride-1 float32 convolutions without im2col ----------------------------
+// (tensor/cpu/ConvolutionShifted.cpp; conv2d_forward/backward dispatch to
+// them when the shifted-row kernels of Gemm.h are available and the padded
+// width wastes little.)
+
+bool shifted_forward_ok(const ConvGeometry& g);
+void conv2d_forward_shifted(const ConvGeometry& g, const float* input, const float* weight,
+                            const float* bias, float* out);
+// Whether the backward qualifies; grad_input additionally needs the
+// transposed convolution to qualify.
+bool shifted_backward_ok(const ConvGeometry& g, bool need_input);
+void conv2d_backward_shifted(const ConvGeometry& g, const float* input, const float* weight,
+                             const float* grad_out, float* grad_input, float* grad_weight,
+                             float* grad_bias);
+
 }  // namespace cpu
 }  // namespace loom

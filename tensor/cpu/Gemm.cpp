@@ -16,7 +16,12 @@
 #define EIGEN_DONT_PARALLELIZE  // loom splits work itself (gemm_parallel)
 #include "tensor/cpu/Gemm.h"
 
+// GCC 12's AVX-512 intrinsics build values from deliberately undefined
+// registers, which -Wmaybe-uninitialized reports wherever they are inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <atomic>
@@ -198,26 +203,10 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t kc, int64_t nc, f
   }
 }
 
-// The 8x32 register tile: t = A panel (kc x 8)^T * B panel (kc x 32), then
-// c = alpha * t (+ c when accumulate), for the top-left rows x cols of the tile.
-void kernel_8x32(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
-                 int64_t ldc, float alpha, bool accumulate, int64_t rows, int64_t cols) {
-  __m512 acc[kMR][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m512 b0 = _mm512_load_ps(bp);
-    const __m512 b1 = _mm512_load_ps(bp + 16);
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
-#pragma GCC unroll 8
-    for (int r = 0; r < kMR; ++r) {
-      const __m512 av = _mm512_set1_ps(ap[r]);
-      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-    }
-    ap += kMR;
-    bp += kNR;
-  }
+// Writes an 8x32 accumulator tile: c = alpha * acc (+ c when accumulate),
+// for the top-left rows x cols of the tile.
+inline void store_tile_8x32(__m512 (&acc)[kMR][2], float* c, int64_t ldc, float alpha,
+                            bool accumulate, int64_t rows, int64_t cols) {
   if (alpha != 1.f) {
     const __m512 al = _mm512_set1_ps(alpha);
 #pragma GCC unroll 8
@@ -256,6 +245,29 @@ void kernel_8x32(int64_t kc, const float* __restrict ap, const float* __restrict
   }
 }
 
+// The 8x32 register tile: c = alpha * A panel (kc x 8)^T * B panel (kc x 32)
+// (+ c when accumulate), for the top-left rows x cols of the tile.
+void kernel_8x32(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c,
+                 int64_t ldc, float alpha, bool accumulate, int64_t rows, int64_t cols) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_load_ps(bp);
+    const __m512 b1 = _mm512_load_ps(bp + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(bp + 8 * kNR), _MM_HINT_T0);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMR; ++r) {
+      const __m512 av = _mm512_set1_ps(ap[r]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  store_tile_8x32(acc, c, ldc, alpha, accumulate, rows, cols);
+}
+
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                   int64_t ldc) {
@@ -286,6 +298,98 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
           }
         }
       }
+    }
+  }
+}
+
+
+// ---- shifted-row products (convolution without im2col) ----------------------
+
+void pack_rows8_avx512(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda,
+                       float* dst) {
+  pack_a(trans_a, a, lda, m, k, dst);
+}
+
+void gemm_shifted_b_avx512(int64_t m, int64_t n, int64_t k, const float* a_packed,
+                           const float* b, const int64_t* b_off, float* c, int64_t ldc,
+                           bool accumulate) {
+  for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+    const float* panel = a_packed + (i0 / kMR) * k * kMR;
+    const int64_t rows = std::min(kMR, m - i0);
+    for (int64_t j0 = 0; j0 < n; j0 += kNR) {
+      __m512 acc[kMR][2];
+#pragma GCC unroll 8
+      for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+      const float* ap = panel;
+      const float* bj = b + j0;
+      for (int64_t p = 0; p < k; ++p) {
+        const float* br = bj + b_off[p];
+        const __m512 b0 = _mm512_loadu_ps(br);
+        const __m512 b1 = _mm512_loadu_ps(br + 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < kMR; ++r) {
+          const __m512 av = _mm512_set1_ps(ap[r]);
+          acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+          acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+        }
+        ap += kMR;
+      }
+      store_tile_8x32(acc, c + i0 * ldc + j0, ldc, 1.f, accumulate, rows,
+                      std::min(kNR, n - j0));
+    }
+  }
+}
+
+// The sum of the 16 lanes (all in zmm registers: the 256-bit extracts warn
+// spuriously in GCC 12's headers).
+inline float hsum(__m512 v) {
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));  // swap 256-bit halves
+  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));  // swap 128-bit lanes
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));        // swap 64-bit pairs
+  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));        // swap neighbours
+  return _mm512_cvtss_f32(v);
+}
+
+void gemm_shifted_dot_avx512(int64_t m, int64_t n, int64_t len, int64_t segments,
+                             const float* const* a, int64_t lda, const float* const* b,
+                             const int64_t* b_off, float* c, int64_t ldc) {
+  constexpr int kR = 4, kQ = 4;  // 16 accumulators: 4 rows of A x 4 rows of B
+  const int64_t full = len / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (len - full)) - 1);
+  for (int64_t i0 = 0; i0 < m; i0 += kR) {
+    for (int64_t j0 = 0; j0 < n; j0 += kQ) {
+      __m512 acc[kR][kQ];
+#pragma GCC unroll 4
+      for (int r = 0; r < kR; ++r)
+#pragma GCC unroll 4
+        for (int q = 0; q < kQ; ++q) acc[r][q] = _mm512_setzero_ps();
+      for (int64_t s = 0; s < segments; ++s) {
+        const float* ar[kR];
+        const float* bq[kQ];
+        for (int r = 0; r < kR; ++r) ar[r] = a[s] + std::min(i0 + r, m - 1) * lda;
+        for (int q = 0; q < kQ; ++q) bq[q] = b[s] + b_off[std::min(j0 + q, n - 1)];
+        for (int64_t p = 0; p < full; p += 16) {
+          __m512 av[kR], bv[kQ];
+#pragma GCC unroll 4
+          for (int r = 0; r < kR; ++r) av[r] = _mm512_loadu_ps(ar[r] + p);
+#pragma GCC unroll 4
+          for (int q = 0; q < kQ; ++q) bv[q] = _mm512_loadu_ps(bq[q] + p);
+#pragma GCC unroll 4
+          for (int r = 0; r < kR; ++r)
+#pragma GCC unroll 4
+            for (int q = 0; q < kQ; ++q) acc[r][q] = _mm512_fmadd_ps(av[r], bv[q], acc[r][q]);
+        }
+        if (tail) {
+          __m512 av[kR], bv[kQ];
+          for (int r = 0; r < kR; ++r) av[r] = _mm512_maskz_loadu_ps(tail, ar[r] + full);
+          for (int q = 0; q < kQ; ++q) bv[q] = _mm512_maskz_loadu_ps(tail, bq[q] + full);
+          for (int r = 0; r < kR; ++r)
+            for (int q = 0; q < kQ; ++q) acc[r][q] = _mm512_fmadd_ps(av[r], bv[q], acc[r][q]);
+        }
+      }
+      for (int r = 0; r < kR && i0 + r < m; ++r)
+        for (int q = 0; q < kQ && j0 + q < n; ++q)
+          c[(i0 + r) * ldc + j0 + q] += hsum(acc[r][q]);
     }
   }
 }
@@ -342,6 +446,29 @@ void gemm_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
               ldb, beta, c + i0 * ldc, ldc);
     });
   }
+}
+
+
+bool shifted_kernels_available() { return gemm_uses_avx512(); }
+
+void pack_rows8(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda, float* dst) {
+  LOOM_CHECK(shifted_kernels_available(), "pack_rows8: needs the AVX-512 kernels");
+  pack_rows8_avx512(trans_a, m, k, a, lda, dst);
+}
+
+void gemm_shifted_b(int64_t m, int64_t n, int64_t k, const float* a_packed, const float* b,
+                    const int64_t* b_off, float* c, int64_t ldc, bool accumulate) {
+  LOOM_CHECK(shifted_kernels_available(), "gemm_shifted_b: needs the AVX-512 kernels");
+  if (m <= 0 || n <= 0) return;
+  gemm_shifted_b_avx512(m, n, k, a_packed, b, b_off, c, ldc, accumulate);
+}
+
+void gemm_shifted_dot(int64_t m, int64_t n, int64_t len, int64_t segments, const float* const* a,
+                      int64_t lda, const float* const* b, const int64_t* b_off, float* c,
+                      int64_t ldc) {
+  LOOM_CHECK(shifted_kernels_available(), "gemm_shifted_dot: needs the AVX-512 kernels");
+  if (m <= 0 || n <= 0 || len <= 0) return;
+  gemm_shifted_dot_avx512(m, n, len, segments, a, lda, b, b_off, c, ldc);
 }
 
 #define LOOM_GEMM_INSTANTIATE(T)                                                              \

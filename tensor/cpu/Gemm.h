@@ -34,5 +34,27 @@ void set_gemm_kernel(GemmKernel kernel);
 // Whether float32 gemm currently runs the AVX-512 kernel.
 bool gemm_uses_avx512();
 
+// ---- shifted-row products: convolution without im2col (float32, AVX-512) ----
+//
+// In a stride-1 convolution over a zero-padded plane of width Wp, output
+// pixel p' = oh * Wp + ow reads input pixel p' + ki * Wp + kj, so row
+// (c, ki, kj) of the im2col matrix is the padded input itself, shifted.
+// These products take such operands as a base pointer plus one offset per row.
+
+// Whether the kernels below can run (the CPU has AVX-512).
+bool shifted_kernels_available();
+// Packs op(A) (m x k) into panels of 8 rows (zero-padded) for gemm_shifted_b:
+// dst holds ceil(m / 8) * 8 * k floats.
+void pack_rows8(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda, float* dst);
+// c (m x n) = A (m x k) @ B (+ c when accumulate), A packed by pack_rows8, row
+// r of B at b + b_off[r]; every row must have n + 32 readable floats.
+void gemm_shifted_b(int64_t m, int64_t n, int64_t k, const float* a_packed, const float* b,
+                    const int64_t* b_off, float* c, int64_t ldc, bool accumulate);
+// c (m x n) += sum over segments s of A_s (m x len) @ B_s^T, where row i of
+// A_s is a[s] + i * lda and row j of B_s is b[s] + b_off[j] (both contiguous).
+void gemm_shifted_dot(int64_t m, int64_t n, int64_t len, int64_t segments, const float* const* a,
+                      int64_t lda, const float* const* b, const int64_t* b_off, float* c,
+                      int64_t ldc);
+
 }  // namespace cpu
 }  // namespace loom

@@ -1,7 +1,9 @@
-// Pooling kernels: plain loops over planes, with the window bounds clipped
-// once per output row/column instead of per element.  max_pool2d has a fast
-// path for the ubiquitous 2x2 / stride 2 / no padding case.
+// Pooling kernels: loops over planes, with the window bounds clipped once
+// per output row/column instead of per element.  float max_pool2d runs an
+// AVX2 path, 8 outputs at a time.
 #include "tensor/cpu/Pooling.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,26 +29,114 @@ int64_t first_on_lattice(int64_t start, int64_t step, int64_t lo) {
   return start + (lo - start + step - 1) / step * step;
 }
 
+// Whether v replaces the running max (NaN wins, as in PyTorch).  Written so
+// the compiler emits selects: with random data a branch here mispredicts half
+// the time and dominates the cost.
 template <typename T>
-inline bool better(T v, T best) {
-  return v > best || std::isnan(v);
+inline void take_max(T v, int64_t at, T& best, int64_t& best_at) {
+  const bool take = (v > best) | (v != v);
+  best = take ? v : best;
+  best_at = take ? at : best_at;
 }
 
+// One plane, generic windows, scalar.
 template <typename T>
-void max_pool_2x2(const PoolGeometry& g, const T* in, T* out, int64_t* idx) {
-  const int64_t W = g.width, OH = g.out_h, OW = g.out_w;
+void max_pool_plane(const PoolGeometry& g, const T* in, T* o, int64_t* ix) {
+  const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   for (int64_t oh = 0; oh < OH; ++oh) {
-    const T* r0 = in + 2 * oh * W;
-    const T* r1 = r0 + W;
+    const int64_t hs = oh * g.stride_h - g.pad_h;
+    const int64_t h0 = first_on_lattice(hs, g.dilation_h, 0);
+    const int64_t h1 = std::min(hs + (g.kernel_h - 1) * g.dilation_h + 1, H);
     for (int64_t ow = 0; ow < OW; ++ow) {
-      const int64_t w = 2 * ow;
-      T best = r0[w];
-      int64_t at = 2 * oh * W + w;
-      if (better(r0[w + 1], best)) best = r0[w + 1], at = 2 * oh * W + w + 1;
-      if (better(r1[w], best)) best = r1[w], at = (2 * oh + 1) * W + w;
-      if (better(r1[w + 1], best)) best = r1[w + 1], at = (2 * oh + 1) * W + w + 1;
-      out[oh * OW + ow] = best;
-      idx[oh * OW + ow] = at;
+      const int64_t ws = ow * g.stride_w - g.pad_w;
+      const int64_t w0 = first_on_lattice(ws, g.dilation_w, 0);
+      const int64_t w1 = std::min(ws + (g.kernel_w - 1) * g.dilation_w + 1, W);
+      T best = -std::numeric_limits<T>::infinity();
+      int64_t at = h0 < h1 && w0 < w1 ? h0 * W + w0 : -1;  // -1: empty window
+      for (int64_t h = h0; h < h1; h += g.dilation_h)
+        for (int64_t w = w0; w < w1; w += g.dilation_w) take_max(in[h * W + w], h * W + w, best, at);
+      o[oh * OW + ow] = best;
+      ix[oh * OW + ow] = at;
+    }
+  }
+}
+
+// 8 floats at p, p + s, ..., p + 7 s (lane_s holds 0, s, ..., 7 s).
+inline __m256 load_strided(const float* p, int64_t s, __m256i lane_s) {
+  if (s == 1) return _mm256_loadu_ps(p);
+  if (s == 2) {
+    const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8));
+  }
+  return _mm256_i32gather_ps(p, lane_s, 4);
+}
+
+// One float plane, 8 outputs at a time with selects instead of branches
+// (random data makes the max comparison unpredictable).  Window taps read a
+// -inf-bordered copy of the plane (or the plane itself when no tap or load
+// can leave it), so no tap needs a bounds check.  Needs OW >= 8; the last
+// block of a row is shifted back to end at OW.
+void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_t* ix,
+                        std::vector<float>& pad) {
+  const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
+  const int64_t sh = g.stride_h, sw = g.stride_w, dh = g.dilation_h, dw = g.dilation_w;
+  const int64_t rows = std::max((OH - 1) * sh + (g.kernel_h - 1) * dh + 1, g.pad_h + H);
+  const int64_t cols = std::max((OW - 1) * sw + (g.kernel_w - 1) * dw + 1, g.pad_w + W);
+  const float* src = in;
+  int64_t ld = W;
+  if (g.pad_h != 0 || g.pad_w != 0 || rows > H || cols > W) {
+    pad.assign(rows * cols, -std::numeric_limits<float>::infinity());
+    for (int64_t h = 0; h < H; ++h)
+      std::copy(in + h * W, in + (h + 1) * W, pad.data() + (h + g.pad_h) * cols + g.pad_w);
+    src = pad.data();
+    ld = cols;
+  }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i lane_s = _mm256_mullo_epi32(lane, _mm256_set1_epi32(static_cast<int32_t>(sw)));
+  for (int64_t oh = 0; oh < OH; ++oh) {
+    const int64_t hs = oh * sh - g.pad_h;  // input row of tap 0
+    const int64_t h0 = first_on_lattice(hs, dh, 0);
+    const int64_t h1 = std::min(hs + (g.kernel_h - 1) * dh + 1, H);
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
+      const int64_t b = std::min(ow0, OW - 8);
+      // PyTorch's initial index: the first in-bounds tap of each window.
+      __m256i at;
+      const int64_t ws0 = b * sw - g.pad_w;
+      if (ws0 >= 0 && h0 < h1) {
+        at = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(h0 * W + ws0)), lane_s);
+      } else {
+        int32_t first[8];
+        for (int l = 0; l < 8; ++l) {
+          const int64_t ws = ws0 + l * sw;
+          const int64_t w0 = first_on_lattice(ws, dw, 0);
+          const int64_t w1 = std::min(ws + (g.kernel_w - 1) * dw + 1, W);
+          first[l] = h0 < h1 && w0 < w1 ? static_cast<int32_t>(h0 * W + w0) : -1;
+        }
+        at = _mm256_setr_epi32(first[0], first[1], first[2], first[3], first[4], first[5],
+                               first[6], first[7]);
+      }
+      __m256 best = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t i = 0; i < g.kernel_h; ++i) {
+        const int64_t h = hs + i * dh;
+        const float* row = src + (h + g.pad_h) * ld;
+        for (int64_t j = 0; j < g.kernel_w; ++j) {
+          const int64_t w = b * sw - g.pad_w + j * dw;  // input column of lane 0
+          const __m256 v = load_strided(row + w + g.pad_w, sw, lane_s);
+          const __m256i cand =
+              _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(h * W + w)), lane_s);
+          const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),
+                                           _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+          best = _mm256_blendv_ps(best, v, take);
+          at = _mm256_castps_si256(
+              _mm256_blendv_ps(_mm256_castsi256_ps(at), _mm256_castsi256_ps(cand), take));
+        }
+      }
+      _mm256_storeu_ps(o + oh * OW + b, best);
+      int64_t* dst = ix + oh * OW + b;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                          _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4),
+                          _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1)));
     }
   }
 }
@@ -55,38 +145,19 @@ void max_pool_2x2(const PoolGeometry& g, const T* in, T* out, int64_t* idx) {
 
 template <typename T>
 void max_pool2d_forward(const PoolGeometry& g, const T* input, T* out, int64_t* indices) {
-  const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
-  const bool fast = g.kernel_h == 2 && g.kernel_w == 2 && g.stride_h == 2 && g.stride_w == 2 &&
-                    g.pad_h == 0 && g.pad_w == 0 && g.dilation_h == 1 && g.dilation_w == 1 &&
-                    2 * OH <= H && 2 * OW <= W;
+  const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
+  // The vector path keeps indices in int32.
+  const bool vector = std::is_same_v<T, float> && g.out_w >= 8 && HW < (int64_t{1} << 30);
   for_planes(g, [&](int64_t p0, int64_t p1) {
+    std::vector<float> pad;
     for (int64_t p = p0; p < p1; ++p) {
-      const T* in = input + p * H * W;
-      T* o = out + p * OH * OW;
-      int64_t* ix = indices + p * OH * OW;
-      if (fast) {
-        max_pool_2x2(g, in, o, ix);
-        continue;
-      }
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        const int64_t hs = oh * g.stride_h - g.pad_h;
-        const int64_t h0 = first_on_lattice(hs, g.dilation_h, 0);
-        const int64_t h1 = std::min(hs + (g.kernel_h - 1) * g.dilation_h + 1, H);
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          const int64_t ws = ow * g.stride_w - g.pad_w;
-          const int64_t w0 = first_on_lattice(ws, g.dilation_w, 0);
-          const int64_t w1 = std::min(ws + (g.kernel_w - 1) * g.dilation_w + 1, W);
-          T best = -std::numeric_limits<T>::infinity();
-          int64_t at = h0 < h1 && w0 < w1 ? h0 * W + w0 : -1;  // -1: empty window
-          for (int64_t h = h0; h < h1; h += g.dilation_h)
-            for (int64_t w = w0; w < w1; w += g.dilation_w) {
-              const T v = in[h * W + w];
-              if (better(v, best)) best = v, at = h * W + w;
-            }
-          o[oh * OW + ow] = best;
-          ix[oh * OW + ow] = at;
+      if constexpr (std::is_same_v<T, float>) {
+        if (vector) {
+          max_pool_plane_f32(g, input + p * HW, out + p * OHW, indices + p * OHW, pad);
+          continue;
         }
       }
+      max_pool_plane(g, input + p * HW, out + p * OHW, indices + p * OHW);
     }
   });
 }

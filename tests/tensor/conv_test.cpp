@@ -118,6 +118,11 @@ TEST(Conv2d, ForwardAndBackwardMatchNaiveAcrossChunkingPaths) {
       {3, 8, 9, 9, 6, 1, 1, 2, 2, 0, 0, 1, 1, 2, false},
       {4, 6, 11, 10, 9, 3, 2, 2, 3, 1, 2, 2, 1, 3, true},
       {2, 1, 28, 28, 16, 5, 5, 1, 1, 2, 2, 1, 1, 1, true},
+      // Stride 1 with dilation, groups, asymmetric kernels and padding: the
+      // shifted-row (no im2col) path where it is available.
+      {3, 8, 12, 12, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, true},
+      {2, 4, 10, 14, 8, 3, 5, 1, 1, 1, 2, 1, 1, 1, false},
+      {9, 16, 14, 14, 32, 5, 5, 1, 1, 2, 2, 1, 1, 1, true},
   };
   int index = 0;
   for (const ConvCase& k : cases) {

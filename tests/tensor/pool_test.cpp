@@ -65,6 +65,35 @@ TEST(MaxPool2d, DilationAndNaN) {
   EXPECT_TRUE(std::isnan(max_pool2d(n, {2, 2}).item<float>()));
 }
 
+// float32 planes with at least 8 output columns take the vectorised path;
+// float64 always the scalar one.  Same values, same outputs and indices.
+TEST(MaxPool2d, VectorPathMatchesScalarPath) {
+  struct Case {
+    IntList k, s, p, d;
+    bool ceil;
+  };
+  const std::vector<Case> cases = {
+      {{2, 2}, {}, {0, 0}, {1, 1}, false},  {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+      {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true}, {{2, 3}, {1, 1}, {1, 1}, {2, 1}, false},
+      {{3, 2}, {3, 3}, {1, 0}, {1, 2}, true}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
+  };
+  Generator gen(11);
+  const Tensor x = randn({2, 3, 21, 38}, kFloat32, &gen);
+  for (const Case& c : cases) {
+    auto [yf, idf] = max_pool2d_with_indices(x, c.k, c.s, c.p, c.d, c.ceil);
+    auto [yd, idd] = max_pool2d_with_indices(x.to(kFloat64), c.k, c.s, c.p, c.d, c.ceil);
+    ASSERT_GE(yf.size(-1), 8);
+    EXPECT_TRUE(AllClose(yf, yd, 0, 0)) << shape_str(c.k) << shape_str(c.s);
+    EXPECT_EQ(idf.to_vector<int64_t>(), idd.to_vector<int64_t>()) << shape_str(c.k);
+  }
+  // NaN wins in the vector path too.
+  Tensor n = zeros({1, 1, 2, 16});
+  n.narrow(3, 5, 1).fill_(NAN);
+  auto [yn, in] = max_pool2d_with_indices(n, {2, 2});
+  EXPECT_TRUE(std::isnan(yn.to_vector<float>()[2]));
+  EXPECT_EQ(in.to_vector<int64_t>()[2], 21);  // the last NaN, as PyTorch 1.13 reports
+}
+
 TEST(MaxPool2d, BackwardScattersToArgmax) {
   auto [y, idx] = max_pool2d_with_indices(input(), {2, 2});
   const Tensor go = ones(y.sizes(), kFloat64);

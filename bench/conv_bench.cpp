@@ -1,0 +1,138 @@
+// Times loom's compute-heavy kernels on the shapes of the MNIST ConvNet
+// (batch 128, 28x28) and full training steps of that ConvNet and of
+// ResNet-18 (batch 32, 64x64), to compare with PyTorch on the same machine:
+//   bazel run //bench:conv_bench -- [ops|convnet|resnet] [threads]
+// Prints the best and median milliseconds of several repetitions.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+#include "tensor/cpu/Gemm.h"
+#include "tensor/native/Normalization.h"
+#include "tensor/native/Pooling.h"
+#include "nn/models/ConvNet.h"
+#include "nn/models/ResNet.h"
+#include "optim/SGD.h"
+
+using namespace loom;
+
+namespace {
+
+double cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+// Wall time (best and median), and the process CPU time per repetition: on a
+// loaded machine the CPU time divided by the thread count is the steadier number.
+void time_it(const char* name, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> ms;
+  const double cpu0 = cpu_seconds();
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+  }
+  const double cpu_ms = (cpu_seconds() - cpu0) * 1e3 / reps;
+  std::sort(ms.begin(), ms.end());
+  std::printf("%-34s best %8.3f ms   median %8.3f ms   cpu %8.3f ms\n", name, ms[0],
+              ms[ms.size() / 2], cpu_ms);
+}
+
+void ops() {
+  Generator gen(1);
+  const Tensor x1 = randn({128, 1, 28, 28}, kFloat32, &gen);
+  const Tensor w1 = randn({16, 1, 5, 5}, kFloat32, &gen).requires_grad_();
+  const Tensor b1 = randn({16}, kFloat32, &gen).requires_grad_();
+  const Tensor x2 = randn({128, 16, 14, 14}, kFloat32, &gen).requires_grad_();
+  const Tensor w2 = randn({32, 16, 5, 5}, kFloat32, &gen).requires_grad_();
+  const Tensor b2 = randn({32}, kFloat32, &gen).requires_grad_();
+  time_it("conv1 fwd", 20, [&] { NoGradGuard g; conv2d(x1, w1, b1, {1, 1}, {2, 2}); });
+  time_it("conv1 fwd+bwd (no grad_input)", 20,
+          [&] { conv2d(x1, w1, b1, {1, 1}, {2, 2}).sum().backward(); });
+  time_it("conv2 fwd", 20, [&] { NoGradGuard g; conv2d(x2, w2, b2, {1, 1}, {2, 2}); });
+  time_it("conv2 fwd+bwd", 20, [&] { conv2d(x2, w2, b2, {1, 1}, {2, 2}).sum().backward(); });
+  const Tensor xb = randn({128, 16, 28, 28}, kFloat32, &gen).requires_grad_();
+  const Tensor wb = ones({16}).requires_grad_(), bb = zeros({16}).requires_grad_();
+  Tensor rm = zeros({16}), rv = ones({16});
+  time_it("bn1 fwd+bwd", 20, [&] { batch_norm(xb, rm, rv, wb, bb, true).sum().backward(); });
+  time_it("maxpool1 fwd+bwd", 20, [&] { max_pool2d(xb, {2, 2}).sum().backward(); });
+  const Tensor xl = randn({128, 1568}, kFloat32, &gen).requires_grad_();
+  const Tensor wl = randn({10, 1568}, kFloat32, &gen).requires_grad_();
+  const Tensor bl = randn({10}, kFloat32, &gen).requires_grad_();
+  time_it("linear fwd+bwd", 20, [&] { linear(xl, wl, bl).sum().backward(); });
+  const Tensor ones1 = ones({128, 16, 28, 28});
+  time_it("  (sum+backward overhead 1.6M)", 20, [&] { (xb * 1.0f).sum().backward(); });
+}
+
+template <typename Model>
+void train_steps(const char* name, Model& model, const Tensor& x, const Tensor& y, int reps) {
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  time_it(name, reps, [&] {
+    opt.zero_grad();
+    const Tensor loss = cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt.step();
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "ops";
+  set_num_threads(argc > 2 ? std::atoi(argv[2]) : 2);
+  std::printf("threads %d, AVX-512 GEMM %s\n", get_num_threads(),
+              cpu::gemm_uses_avx512() ? "on" : "off");
+  manual_seed(0);
+  if (what == "ops") ops();
+  if (what == "pool" || what == "bn") {
+    Generator gen(1);
+    const Tensor x = randn({128, 16, 28, 28}, kFloat32, &gen);
+    const Tensor go = randn({128, 16, 14, 14}, kFloat32, &gen);
+    auto [y, idx] = native::max_pool2d_with_indices(x, {2, 2}, {}, {0, 0}, {1, 1}, false);
+    time_it("maxpool 2x2 fwd (native)", 50,
+            [&] { native::max_pool2d_with_indices(x, {2, 2}, {}, {0, 0}, {1, 1}, false); });
+    time_it("maxpool 2x2 bwd (native)", 50,
+            [&] { native::max_pool2d_backward(go, x.sizes(), idx); });
+    const Tensor w = ones({16}), b = zeros({16});
+    Tensor rm = zeros({16}), rv = ones({16});
+    time_it("batchnorm fwd (native)", 50,
+            [&] { native::batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5); });
+    auto [out, mean, invstd] = native::batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
+    Tensor gi, gw, gb;
+    time_it("batchnorm bwd (native)", 50, [&] {
+      native::batch_norm_backward(x, x, w, mean, invstd, true, true, true, true, gi, gw, gb);
+    });
+    time_it("empty 6.4MB + fill", 50, [&] { empty({128, 16, 28, 28}).fill_(1.0f); });
+  }
+  if (what == "conv2") {
+    Generator gen(1);
+    const Tensor x2 = randn({128, 16, 14, 14}, kFloat32, &gen).requires_grad_();
+    const Tensor w2 = randn({32, 16, 5, 5}, kFloat32, &gen).requires_grad_();
+    const Tensor b2 = randn({32}, kFloat32, &gen).requires_grad_();
+    time_it("conv2 fwd", 50, [&] { NoGradGuard g; conv2d(x2, w2, b2, {1, 1}, {2, 2}); });
+    time_it("conv2 fwd+bwd", 50, [&] { conv2d(x2, w2, b2, {1, 1}, {2, 2}).sum().backward(); });
+  }
+  if (what == "convnet") {
+    nn::models::ConvNet model(10);
+    const Tensor x = randn({128, 1, 28, 28});
+    const Tensor y = randint(0, 10, {128});
+    train_steps("ConvNet train step (batch 128)", model, x, y, 20);
+  }
+  if (what == "resnet") {
+    auto model = nn::models::resnet18(10);
+    const Tensor x = randn({32, 3, 64, 64});
+    const Tensor y = randint(0, 10, {32});
+    train_steps("ResNet-18 train step (32x3x64x64)", model, x, y, 10);
+  }
+  return 0;
+}
