@@ -1,5 +1,7 @@
 #include "tensor/Allocator.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 
 #include "tensor/Error.h"
@@ -9,6 +11,14 @@ namespace {
 
 class CpuAllocator final : public Allocator {
  public:
+  // Training steps free and reallocate the same large activations every
+  // iteration.  glibc would serve them with fresh mmap()s (or trim them back
+  // to the OS) and page-fault every page in again, ~10% of a ConvNet step;
+  // keeping freed blocks up to 32 MiB in the heap lets them be reused.
+  CpuAllocator() {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  }
   DataPtr allocate(size_t nbytes, Device) override {
     if (nbytes == 0) return {nullptr, [](void*) {}};
     const size_t rounded = (nbytes + 63) / 64 * 64;

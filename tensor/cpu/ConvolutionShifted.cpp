@@ -9,8 +9,8 @@
 // 3x3/5x5 "same" convolutions of ConvNets and ResNets above 8x8.
 //
 //   forward      out' (Og, OH*Wp)  = W_g (Og, CKK) @ shift(xpad)
-//   grad_weight  gW_g (Og, CKK)   += gO' (Og, OH*Wp) . shift(xpad)   (dot products;
-//                                    gO' is gO widened to Wp with zero columns)
+//   grad_weight  gW_g^T (CKK, Og) += shift(xpad) @ gO'^T (OH*Wp, Og)   (gO' is gO
+//                                    widened to Wp with zero columns, transposed)
 //   grad_input   gI' (Cg, H*Wq)    = flip(W_g)^T (Cg, Og*kk) @ shift(gO padded by
 //                                    d*(k-1)-p): the transposed convolution
 #include <immintrin.h>
@@ -29,7 +29,7 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kParallelMacs = 1 << 18;  // below this, one thread
-constexpr int64_t kImagesPerDot = 8;        // images per grad_weight dot-product pass
+constexpr int64_t kImagesPerPass = 8;       // images per grad_weight product
 
 enum Slot { kPadSlot, kOutSlot, kGradPadSlot, kGradWideSlot, kNumSlots };
 
@@ -187,17 +187,18 @@ void conv2d_backward_shifted(const ConvGeometry& g, const float* input, const fl
   if (grad_weight != nullptr) std::fill(grad_weight, grad_weight + O * ckk, 0.f);
   if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + O, 0.f);
   std::mutex merge;
-  for_images(g, kImagesPerDot, [&](int64_t n0, int64_t n1) {
-    std::vector<float> gw(grad_weight ? O * ckk : 0, 0.f), gb(grad_bias ? O : 0, 0.f);
-    float* pads = scratch(kPadSlot, kImagesPerDot * pad_size);    // per image (Cg, hp, wp)
-    float* wides = scratch(kGradWideSlot, kImagesPerDot * og * wide);  // per image (Og, OH*wp)
-    float* gq = scratch(kGradPadSlot, og * hq * wq + slack + 64);  // (Og, hq, wq)
-    float* tmp = scratch(kOutSlot, cg * wide_q);                     // (Cg, H * wq)
-    const float* a_seg[kImagesPerDot];
-    const float* b_seg[kImagesPerDot];
+  for_images(g, kImagesPerPass, [&](int64_t n0, int64_t n1) {
+    // Per-thread sums: grad_weight transposed per group (CKK, Og), grad_bias.
+    std::vector<float> gwt(grad_weight ? O * ckk : 0, 0.f), gb(grad_bias ? O : 0, 0.f);
+    float* pads = scratch(kPadSlot, kImagesPerPass * pad_size);        // per image (Cg, hp, wp)
+    float* wides = scratch(kGradWideSlot, kImagesPerPass * wide * og);  // per image (OH*wp, Og)
+    float* gq = scratch(kGradPadSlot, og * hq * wq + slack + 64);      // (Og, hq, wq)
+    float* tmp = scratch(kOutSlot, cg * wide_q);                         // (Cg, H * wq)
+    const float* a_seg[kImagesPerPass];
+    const float* b_seg[kImagesPerPass];
     for (int64_t grp = 0; grp < g.groups; ++grp)
-      for (int64_t b0 = n0; b0 < n1; b0 += kImagesPerDot) {
-        const int64_t count = std::min(kImagesPerDot, n1 - b0);
+      for (int64_t b0 = n0; b0 < n1; b0 += kImagesPerPass) {
+        const int64_t count = std::min(kImagesPerPass, n1 - b0);
         for (int64_t i = 0; i < count; ++i) {
           const int64_t n = b0 + i;
           const float* go = grad_out + (n * O + grp * og) * ohw;  // (Og, OH, OW)
@@ -213,13 +214,15 @@ void conv2d_backward_shifted(const ConvGeometry& g, const float* input, const fl
             float* xp = pads + i * pad_size;
             pad_planes(input + (n * g.in_channels + grp * cg) * hw, cg, g.height, g.width,
                        g.pad_h, g.pad_w, xp, slack);
-            float* gw_rows = wides + i * og * wide;  // gO widened to wp, zero extra columns
-            for (int64_t r = 0; r < og * g.out_h; ++r) {
-              std::copy(go + r * g.out_w, go + (r + 1) * g.out_w, gw_rows + r * wp);
-              std::fill(gw_rows + r * wp + g.out_w, gw_rows + (r + 1) * wp, 0.f);
+            float* got = wides + i * wide * og;  // (OH*wp, Og): gO transposed, zero extra rows
+            for (int64_t oh = 0; oh < g.out_h; ++oh) {
+              for (int64_t ow = 0; ow < g.out_w; ++ow)
+                for (int64_t o = 0; o < og; ++o)
+                  got[(oh * wp + ow) * og + o] = go[(o * g.out_h + oh) * g.out_w + ow];
+              std::fill(got + (oh * wp + g.out_w) * og, got + (oh + 1) * wp * og, 0.f);
             }
-            a_seg[i] = gw_rows;
-            b_seg[i] = xp;
+            a_seg[i] = xp;
+            b_seg[i] = got;
           }
           if (grad_input) {
             pad_planes(go, og, g.out_h, g.out_w, qh, qw, gq, slack + 64);
@@ -230,11 +233,15 @@ void conv2d_backward_shifted(const ConvGeometry& g, const float* input, const fl
           }
         }
         if (grad_weight)
-          gemm_shifted_dot(og, ckk, wide, count, a_seg, wide, b_seg, off.data(),
-                           gw.data() + grp * og * ckk, ckk);
+          gemm_shifted_a(ckk, og, wide, count, a_seg, off.data(), b_seg, og,
+                         gwt.data() + grp * ckk * og, og);
       }
     std::lock_guard<std::mutex> lock(merge);
-    for (size_t i = 0; i < gw.size(); ++i) grad_weight[i] += gw[i];
+    if (grad_weight)
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        for (int64_t o = 0; o < og; ++o)
+          for (int64_t k = 0; k < ckk; ++k)
+            grad_weight[(grp * og + o) * ckk + k] += gwt[(grp * ckk + k) * og + o];
     for (size_t i = 0; i < gb.size(); ++i) grad_bias[i] += gb[i];
   });
 }

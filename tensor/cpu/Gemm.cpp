@@ -146,11 +146,11 @@ void pack_a(bool trans_a, const float* a, int64_t lda, int64_t mc, int64_t kc, f
       const float* src = a + i0;
       if (rows == kMR) {
         for (int64_t k = 0; k < kc; ++k)
-          _mm256_store_ps(dst + k * kMR, _mm256_loadu_ps(src + k * lda));
+          _mm256_storeu_ps(dst + k * kMR, _mm256_loadu_ps(src + k * lda));
       } else {
         const __mmask8 mask = static_cast<__mmask8>((1u << rows) - 1);
         for (int64_t k = 0; k < kc; ++k)
-          _mm256_store_ps(dst + k * kMR, _mm256_maskz_loadu_ps(mask, src + k * lda));
+          _mm256_storeu_ps(dst + k * kMR, _mm256_maskz_loadu_ps(mask, src + k * lda));
       }
     } else {
       // op(A)(i, k) = a[i * lda + k]: transpose 8x8 blocks.
@@ -205,7 +205,7 @@ void pack_b(bool trans_b, const float* b, int64_t ldb, int64_t kc, int64_t nc, f
 
 // Writes an 8x32 accumulator tile: c = alpha * acc (+ c when accumulate),
 // for the top-left rows x cols of the tile.
-inline void store_tile_8x32(__m512 (&acc)[kMR][2], float* c, int64_t ldc, float alpha,
+__attribute__((always_inline)) inline void store_tile_8x32(__m512 (&acc)[kMR][2], float* c, int64_t ldc, float alpha,
                             bool accumulate, int64_t rows, int64_t cols) {
   if (alpha != 1.f) {
     const __m512 al = _mm512_set1_ps(alpha);
@@ -340,56 +340,41 @@ void gemm_shifted_b_avx512(int64_t m, int64_t n, int64_t k, const float* a_packe
   }
 }
 
-// The sum of the 16 lanes (all in zmm registers: the 256-bit extracts warn
-// spuriously in GCC 12's headers).
-inline float hsum(__m512 v) {
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));  // swap 256-bit halves
-  v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));  // swap 128-bit lanes
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));        // swap 64-bit pairs
-  v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));        // swap neighbours
-  return _mm512_cvtss_f32(v);
-}
-
-void gemm_shifted_dot_avx512(int64_t m, int64_t n, int64_t len, int64_t segments,
-                             const float* const* a, int64_t lda, const float* const* b,
-                             const int64_t* b_off, float* c, int64_t ldc) {
-  constexpr int kR = 4, kQ = 4;  // 16 accumulators: 4 rows of A x 4 rows of B
-  const int64_t full = len / 16 * 16;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (len - full)) - 1);
-  for (int64_t i0 = 0; i0 < m; i0 += kR) {
-    for (int64_t j0 = 0; j0 < n; j0 += kQ) {
-      __m512 acc[kR][kQ];
-#pragma GCC unroll 4
-      for (int r = 0; r < kR; ++r)
-#pragma GCC unroll 4
-        for (int q = 0; q < kQ; ++q) acc[r][q] = _mm512_setzero_ps();
+void gemm_shifted_a_avx512(int64_t m, int64_t n, int64_t len, int64_t segments,
+                           const float* const* a, const int64_t* a_off, const float* const* b,
+                           int64_t ldb, float* c, int64_t ldc) {
+  for (int64_t j0 = 0; j0 < n; j0 += kNR) {
+    const int64_t cols = std::min(kNR, n - j0);
+    const uint32_t bits = cols >= 32 ? 0xFFFFFFFFu : ((1u << cols) - 1);
+    const __mmask16 lo = static_cast<__mmask16>(bits & 0xFFFF);
+    const __mmask16 hi = static_cast<__mmask16>(bits >> 16);
+    for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+      __m512 acc[kMR][2];
+#pragma GCC unroll 8
+      for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
       for (int64_t s = 0; s < segments; ++s) {
-        const float* ar[kR];
-        const float* bq[kQ];
-        for (int r = 0; r < kR; ++r) ar[r] = a[s] + std::min(i0 + r, m - 1) * lda;
-        for (int q = 0; q < kQ; ++q) bq[q] = b[s] + b_off[std::min(j0 + q, n - 1)];
-        for (int64_t p = 0; p < full; p += 16) {
-          __m512 av[kR], bv[kQ];
-#pragma GCC unroll 4
-          for (int r = 0; r < kR; ++r) av[r] = _mm512_loadu_ps(ar[r] + p);
-#pragma GCC unroll 4
-          for (int q = 0; q < kQ; ++q) bv[q] = _mm512_loadu_ps(bq[q] + p);
-#pragma GCC unroll 4
-          for (int r = 0; r < kR; ++r)
-#pragma GCC unroll 4
-            for (int q = 0; q < kQ; ++q) acc[r][q] = _mm512_fmadd_ps(av[r], bv[q], acc[r][q]);
+        const float* ar[kMR];
+        for (int r = 0; r < kMR; ++r) ar[r] = a[s] + a_off[std::min<int64_t>(i0 + r, m - 1)];
+        const float* bp = b[s] + j0;
+        // A register copy per segment: GCC otherwise keeps acc in memory
+        // across the segment loop and stores it on every iteration.
+        __m512 t[kMR][2];
+#pragma GCC unroll 8
+        for (int r = 0; r < kMR; ++r) t[r][0] = acc[r][0], t[r][1] = acc[r][1];
+        for (int64_t p = 0; p < len; ++p, bp += ldb) {
+          const __m512 b0 = _mm512_maskz_loadu_ps(lo, bp);
+          const __m512 b1 = _mm512_maskz_loadu_ps(hi, bp + 16);
+#pragma GCC unroll 8
+          for (int r = 0; r < kMR; ++r) {
+            const __m512 av = _mm512_set1_ps(ar[r][p]);
+            t[r][0] = _mm512_fmadd_ps(av, b0, t[r][0]);
+            t[r][1] = _mm512_fmadd_ps(av, b1, t[r][1]);
+          }
         }
-        if (tail) {
-          __m512 av[kR], bv[kQ];
-          for (int r = 0; r < kR; ++r) av[r] = _mm512_maskz_loadu_ps(tail, ar[r] + full);
-          for (int q = 0; q < kQ; ++q) bv[q] = _mm512_maskz_loadu_ps(tail, bq[q] + full);
-          for (int r = 0; r < kR; ++r)
-            for (int q = 0; q < kQ; ++q) acc[r][q] = _mm512_fmadd_ps(av[r], bv[q], acc[r][q]);
-        }
+#pragma GCC unroll 8
+        for (int r = 0; r < kMR; ++r) acc[r][0] = t[r][0], acc[r][1] = t[r][1];
       }
-      for (int r = 0; r < kR && i0 + r < m; ++r)
-        for (int q = 0; q < kQ && j0 + q < n; ++q)
-          c[(i0 + r) * ldc + j0 + q] += hsum(acc[r][q]);
+      store_tile_8x32(acc, c + i0 * ldc + j0, ldc, 1.f, true, std::min(kMR, m - i0), cols);
     }
   }
 }
@@ -463,12 +448,12 @@ void gemm_shifted_b(int64_t m, int64_t n, int64_t k, const float* a_packed, cons
   gemm_shifted_b_avx512(m, n, k, a_packed, b, b_off, c, ldc, accumulate);
 }
 
-void gemm_shifted_dot(int64_t m, int64_t n, int64_t len, int64_t segments, const float* const* a,
-                      int64_t lda, const float* const* b, const int64_t* b_off, float* c,
-                      int64_t ldc) {
-  LOOM_CHECK(shifted_kernels_available(), "gemm_shifted_dot: needs the AVX-512 kernels");
+void gemm_shifted_a(int64_t m, int64_t n, int64_t len, int64_t segments, const float* const* a,
+                    const int64_t* a_off, const float* const* b, int64_t ldb, float* c,
+                    int64_t ldc) {
+  LOOM_CHECK(shifted_kernels_available(), "gemm_shifted_a: needs the AVX-512 kernels");
   if (m <= 0 || n <= 0 || len <= 0) return;
-  gemm_shifted_dot_avx512(m, n, len, segments, a, lda, b, b_off, c, ldc);
+  gemm_shifted_a_avx512(m, n, len, segments, a, a_off, b, ldb, c, ldc);
 }
 
 #define LOOM_GEMM_INSTANTIATE(T)                                                              \

@@ -50,11 +50,12 @@ void pack_rows8(bool trans_a, int64_t m, int64_t k, const float* a, int64_t lda,
 // r of B at b + b_off[r]; every row must have n + 32 readable floats.
 void gemm_shifted_b(int64_t m, int64_t n, int64_t k, const float* a_packed, const float* b,
                     const int64_t* b_off, float* c, int64_t ldc, bool accumulate);
-// c (m x n) += sum over segments s of A_s (m x len) @ B_s^T, where row i of
-// A_s is a[s] + i * lda and row j of B_s is b[s] + b_off[j] (both contiguous).
-void gemm_shifted_dot(int64_t m, int64_t n, int64_t len, int64_t segments, const float* const* a,
-                      int64_t lda, const float* const* b, const int64_t* b_off, float* c,
-                      int64_t ldc);
+// c (m x n) += sum over segments s of A_s (m x len) @ B_s (len x n), where
+// row r of A_s is a[s] + a_off[r] (contiguous) and row p of B_s is
+// b[s] + p * ldb.
+void gemm_shifted_a(int64_t m, int64_t n, int64_t len, int64_t segments, const float* const* a,
+                    const int64_t* a_off, const float* const* b, int64_t ldb, float* c,
+                    int64_t ldc);
 
 }  // namespace cpu
 }  // namespace loom

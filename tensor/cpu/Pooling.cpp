@@ -74,14 +74,17 @@ inline __m256 load_strided(const float* p, int64_t s, __m256i lane_s) {
 // One float plane, 8 outputs at a time with selects instead of branches
 // (random data makes the max comparison unpredictable).  Window taps read a
 // -inf-bordered copy of the plane (or the plane itself when no tap or load
-// can leave it), so no tap needs a bounds check.  Needs OW >= 8; the last
-// block of a row is shifted back to end at OW.
+// can leave it), so no tap needs a bounds check.  The last block of a row is
+// shifted back to end at OW; rows narrower than 8 store through a mask.
 void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_t* ix,
                         std::vector<float>& pad) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   const int64_t sh = g.stride_h, sw = g.stride_w, dh = g.dilation_h, dw = g.dilation_w;
+  // Columns the vector loads touch: 8 lanes (16 floats for the stride-2 deinterleave).
+  const int64_t span = sw == 1 ? 8 : sw == 2 ? 16 : 7 * sw + 1;
+  const int64_t last_block = std::max<int64_t>(OW - 8, 0);
   const int64_t rows = std::max((OH - 1) * sh + (g.kernel_h - 1) * dh + 1, g.pad_h + H);
-  const int64_t cols = std::max((OW - 1) * sw + (g.kernel_w - 1) * dw + 1, g.pad_w + W);
+  const int64_t cols = std::max(last_block * sw + (g.kernel_w - 1) * dw + span, g.pad_w + W);
   const float* src = in;
   int64_t ld = W;
   if (g.pad_h != 0 || g.pad_w != 0 || rows > H || cols > W) {
@@ -98,7 +101,7 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
     const int64_t h0 = first_on_lattice(hs, dh, 0);
     const int64_t h1 = std::min(hs + (g.kernel_h - 1) * dh + 1, H);
     for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
-      const int64_t b = std::min(ow0, OW - 8);
+      const int64_t b = std::min(ow0, last_block);
       // PyTorch's initial index: the first in-bounds tap of each window.
       __m256i at;
       const int64_t ws0 = b * sw - g.pad_w;
@@ -131,12 +134,21 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
               _mm256_blendv_ps(_mm256_castsi256_ps(at), _mm256_castsi256_ps(cand), take));
         }
       }
-      _mm256_storeu_ps(o + oh * OW + b, best);
+      const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at));
+      const __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1));
       int64_t* dst = ix + oh * OW + b;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                          _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4),
-                          _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1)));
+      if (OW >= 8) {
+        _mm256_storeu_ps(o + oh * OW + b, best);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4), hi);
+      } else {
+        const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(OW)), lane);
+        _mm256_maskstore_ps(o + oh * OW, keep, best);
+        _mm256_maskstore_epi64(reinterpret_cast<long long*>(dst),
+                               _mm256_cvtepi32_epi64(_mm256_castsi256_si128(keep)), lo);
+        _mm256_maskstore_epi64(reinterpret_cast<long long*>(dst + 4),
+                               _mm256_cvtepi32_epi64(_mm256_extracti128_si256(keep, 1)), hi);
+      }
     }
   }
 }
@@ -147,7 +159,7 @@ template <typename T>
 void max_pool2d_forward(const PoolGeometry& g, const T* input, T* out, int64_t* indices) {
   const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
   // The vector path keeps indices in int32.
-  const bool vector = std::is_same_v<T, float> && g.out_w >= 8 && HW < (int64_t{1} << 30);
+  const bool vector = std::is_same_v<T, float> && HW < (int64_t{1} << 30);
   for_planes(g, [&](int64_t p0, int64_t p1) {
     std::vector<float> pad;
     for (int64_t p = p0; p < p1; ++p) {
