@@ -40,7 +40,7 @@ else
   trap 'rm -f "$events"' EXIT
 fi
 
-echo "test.sh: bazel ${startup[*]+"${startup[*]}"} test --keep_going --test_output=errors ${args[*]}"
+echo "test.sh: bazel ${startup[*]+"${startup[*]} "}test --keep_going --test_output=errors ${args[*]}"
 start=$SECONDS
 set +e
 "$bazel_bin" "${startup[@]+"${startup[@]}"}" test --keep_going --test_output=errors \
