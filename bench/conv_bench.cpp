@@ -114,6 +114,30 @@ int main(int argc, char** argv) {
     });
     time_it("empty 6.4MB + fill", 50, [&] { empty({128, 16, 28, 28}).fill_(1.0f); });
   }
+  if (what == "resnet-convs") {
+    // Every distinct convolution of ResNet-18 at batch 32, 64x64 input:
+    // {C, H, O, k, stride, pad}; forward + backward (grad_input except conv1).
+    const std::vector<std::vector<int64_t>> shapes = {
+        {3, 64, 64, 7, 2, 3},   {64, 16, 64, 3, 1, 1},  {64, 16, 128, 3, 2, 1},
+        {128, 8, 128, 3, 1, 1}, {64, 16, 128, 1, 2, 0}, {128, 8, 256, 3, 2, 1},
+        {256, 4, 256, 3, 1, 1}, {128, 8, 256, 1, 2, 0}, {256, 4, 512, 3, 2, 1},
+        {512, 2, 512, 3, 1, 1}, {256, 4, 512, 1, 2, 0}};
+    Generator gen(3);
+    const int only = argc > 3 ? std::atoi(argv[3]) : -1;
+    int index = -1;
+    for (const auto& sh : shapes) {
+      if (++index, only >= 0 && index != only) continue;
+      Tensor x = randn({32, sh[0], sh[1], sh[1]}, kFloat32, &gen);
+      if (sh[0] != 3) x.requires_grad_();
+      const Tensor w = randn({sh[2], sh[0], sh[3], sh[3]}, kFloat32, &gen).requires_grad_();
+      const std::string name = "C" + std::to_string(sh[0]) + " H" + std::to_string(sh[1]) + " O" +
+                               std::to_string(sh[2]) + " k" + std::to_string(sh[3]) + " s" +
+                               std::to_string(sh[4]);
+      time_it(name.c_str(), 5, [&] {
+        conv2d(x, w, Tensor(), {sh[4], sh[4]}, {sh[5], sh[5]}).sum().backward();
+      });
+    }
+  }
   if (what == "conv2") {
     Generator gen(1);
     const Tensor x2 = randn({128, 16, 14, 14}, kFloat32, &gen).requires_grad_();

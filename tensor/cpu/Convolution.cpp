@@ -61,42 +61,72 @@ inline void add_run(T* d, const T* s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) d[i] += s[i];
 }
 
-// Mask of the first r (0..8) lanes.
-inline __m256i tail_mask(int64_t r) {
-  alignas(32) static const int32_t table[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                                0,  0,  0,  0,  0,  0,  0,  0};
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(table + 8 - r));
-}
+// float runs: 8 lanes, then 4, then single values (AVX2 masked stores are
+// slow, and these runs are often 2..16 values long).
 template <>
 inline void zero_run<float>(float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_setzero_ps());
-  if (i < n) _mm256_maskstore_ps(d + i, tail_mask(n - i), _mm256_setzero_ps());
+  if (i + 4 <= n) _mm_storeu_ps(d + i, _mm_setzero_ps()), i += 4;
+  for (; i < n; ++i) d[i] = 0.f;
 }
 template <>
 inline void copy_run<float>(float* d, const float* s, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_loadu_ps(s + i));
-  if (i < n) {
-    const __m256i m = tail_mask(n - i);
-    _mm256_maskstore_ps(d + i, m, _mm256_maskload_ps(s + i, m));
-  }
+  if (i + 4 <= n) _mm_storeu_ps(d + i, _mm_loadu_ps(s + i)), i += 4;
+  for (; i < n; ++i) d[i] = s[i];
 }
 template <>
 inline void add_run<float>(float* d, const float* s, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(s + i)));
-  if (i < n) {
-    const __m256i m = tail_mask(n - i);
-    _mm256_maskstore_ps(d + i, m,
-                        _mm256_add_ps(_mm256_maskload_ps(d + i, m), _mm256_maskload_ps(s + i, m)));
+  if (i + 4 <= n) _mm_storeu_ps(d + i, _mm_add_ps(_mm_loadu_ps(d + i), _mm_loadu_ps(s + i))), i += 4;
+  for (; i < n; ++i) d[i] += s[i];
+}
+
+// d[i] = s[2 * i]: even elements, 8 per step (reads up to s[2 * n + 14]).
+template <typename T>
+inline void copy_even_run(T* d, const T* s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = s[2 * i];
+}
+template <>
+inline void copy_even_run<float>(float* d, const float* s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(s + 2 * i), _mm256_loadu_ps(s + 2 * i + 8), 0x88);
+    _mm256_storeu_ps(d + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
   }
+  for (; i < n; ++i) d[i] = s[2 * i];
+}
+
+// d[q] = s[idx[q]] (an im2col row of small images, through an index table).
+template <typename T>
+inline void gather_run(T* d, const T* s, const int32_t* idx, int64_t n) {
+  for (int64_t q = 0; q < n; ++q) d[q] = s[idx[q]];
+}
+template <>
+inline void gather_run<float>(float* d, const float* s, const int32_t* idx, int64_t n) {
+  int64_t q = 0;
+  for (; q + 8 <= n; q += 8)
+    _mm256_storeu_ps(d + q, _mm256_i32gather_ps(
+                                s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx + q)), 4));
+  for (; q < n; ++q) d[q] = s[idx[q]];
 }
 
 // Uninitialised scratch memory kept per thread and reused across calls
 // (fresh large allocations would page-fault on every convolution).
-enum ScratchSlot { kColSlot, kColGradSlot, kRowsSlot, kPadSlot, kPadGradSlot, kNumSlots };
+enum ScratchSlot {
+  kColSlot,
+  kColGradSlot,
+  kRowsSlot,
+  kPadSlot,
+  kPadGradSlot,
+  kChunkPadSlot,
+  kChunkGradSlot,
+  kNumSlots
+};
 template <typename T>
 T* scratch(ScratchSlot slot, int64_t n) {
   thread_local std::unique_ptr<T[]> buffers[kNumSlots];
@@ -128,12 +158,16 @@ class ConvRunner {
     ohw_ = g.out_h * g.out_w;
     identity_ = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                 g.pad_h == 0 && g.pad_w == 0;
+    // Narrow outputs: row-by-row copies would be runs of a few values, so
+    // im2col gathers through an index table instead.
+    table_ = g.out_w < 16 &&
+             static_cast<int64_t>(g.batch) * g.in_channels * padded_h() * padded_w() < (1 << 30);
   }
 
   // Calls fn(chunk, inner_parallel, state) for every chunk; chunks of one
   // image always go to the same thread.  Each thread (or the single caller)
-  // makes its state with begin(max_chunk_cols) and hands it to end(state)
-  // when done (for per-thread accumulators).
+  // makes its state with begin(max_chunk_cols, several_threads) and hands it
+  // to end(state) when done (for per-thread accumulators).
   template <typename Begin, typename Fn, typename End>
   void for_each_chunk(const Begin& begin, const Fn& fn, const End& end) const {
     // Small convolutions run on the calling thread: waking the pool costs more.
@@ -144,7 +178,7 @@ class ConvRunner {
     const int64_t units = (g_.batch + images - 1) / images;
     if (threads > 1 && units >= 2 * threads) {
       parallel_for(0, units, 1, [&](int64_t u0, int64_t u1) {
-        auto state = begin(std::min(images, g_.batch) * pixels);
+        auto state = begin(std::min(images, g_.batch) * pixels, true);
         for (int64_t u = u0; u < u1; ++u)
           unit_chunks(u, images, pixels, [&](const Chunk& c) { fn(c, false, state); });
         end(state);
@@ -152,7 +186,7 @@ class ConvRunner {
       return;
     }
     plan(kSequentialColBudget, images, pixels);
-    auto state = begin(std::min(images, g_.batch) * pixels);
+    auto state = begin(std::min(images, g_.batch) * pixels, false);
     for (int64_t u = 0; u * images < g_.batch; ++u)
       unit_chunks(u, images, pixels, [&](const Chunk& c) { fn(c, threads > 1, state); });
     end(state);
@@ -161,41 +195,117 @@ class ConvRunner {
   // col (CKK, chunk.cols()) for group `group`, images laid side by side.
   void im2col(const T* input, const Chunk& c, int64_t group, T* col, bool parallel) const {
     const int64_t ld = c.cols(), span = c.p1 - c.p0;
-    auto one = [&](int64_t n) {
+    if (table_) {
+      // Pad the chunk's images, then gather every row through one index table.
+      const int64_t plane = padded_h() * padded_w(), img = cg_ * plane;
+      T* pad = scratch<T>(kChunkPadSlot, c.images() * img);
+      over(parallel, c.n0, c.n1, [&](int64_t n) {
+        pad_into(input + (n * g_.in_channels + group * cg_) * hw_, pad + (n - c.n0) * img);
+      });
+      const std::vector<int32_t>& idx = index_table(c);
+      over(parallel, 0, cg_, [&](int64_t ch) {
+        for (int64_t k = 0; k < kk_; ++k)
+          gather_run(col + (ch * kk_ + k) * ld, pad + row_offset(ch, k), idx.data(), ld);
+      });
+      return;
+    }
+    over(parallel, c.n0, c.n1, [&](int64_t n) {
       im2col_image(input + (n * g_.in_channels + group * cg_) * hw_, c.p0, c.p1,
                    col + (n - c.n0) * span, ld);
-    };
-    if (parallel) {
-      parallel_for(c.n0, c.n1, 1, [&](int64_t a, int64_t b) {
-        for (int64_t n = a; n < b; ++n) one(n);
-      });
-    } else {
-      for (int64_t n = c.n0; n < c.n1; ++n) one(n);
-    }
+    });
   }
 
   // grad_input[images of c, group] = col2im(colg (CKK, chunk.cols())), complete
   // once the images' last chunk is in.
   void col2im(const T* colg, const Chunk& c, int64_t group, T* grad_input, bool parallel) const {
     const int64_t ld = c.cols(), span = c.p1 - c.p0;
-    auto one = [&](int64_t n) {
+    if (table_) {
+      // Scatter-add into padded gradients of the chunk's images (kept across
+      // the chunks of one image), then copy their interiors out.
+      const int64_t hp = padded_h(), wp = padded_w(), plane = hp * wp, img = cg_ * plane;
+      T* grad = scratch<T>(kChunkGradSlot, g_.groups * c.images() * img) +
+                group * c.images() * img;  // per group: pixel chunks revisit it
+      if (c.p0 == 0) zero_run(grad, c.images() * img);
+      const std::vector<int32_t>& idx = index_table(c);
+      over(parallel, 0, cg_, [&](int64_t ch) {  // a channel's rows touch only its planes
+        for (int64_t k = 0; k < kk_; ++k) {
+          const T* src = colg + (ch * kk_ + k) * ld;
+          T* dst = grad + row_offset(ch, k);
+          for (int64_t q = 0; q < ld; ++q) dst[idx[q]] += src[q];
+        }
+      });
+      if (c.p1 != ohw_) return;
+      over(parallel, c.n0, c.n1, [&](int64_t n) {
+        T* gx = grad_input + (n * g_.in_channels + group * cg_) * hw_;
+        const T* gp = grad + (n - c.n0) * img;
+        for (int64_t ch = 0; ch < cg_; ++ch)
+          for (int64_t ih = 0; ih < g_.height; ++ih)
+            copy_run(gx + ch * hw_ + ih * g_.width,
+                     gp + ch * plane + (ih + g_.pad_h) * wp + g_.pad_w, g_.width);
+      });
+      return;
+    }
+    over(parallel, c.n0, c.n1, [&](int64_t n) {
       col2im_image(colg + (n - c.n0) * span, ld, c.p0, c.p1, group,
                    grad_input + (n * g_.in_channels + group * cg_) * hw_);
-    };
-    if (parallel) {
-      parallel_for(c.n0, c.n1, 1, [&](int64_t a, int64_t b) {
-        for (int64_t n = a; n < b; ++n) one(n);
-      });
-    } else {
-      for (int64_t n = c.n0; n < c.n1; ++n) one(n);
-    }
+    });
   }
 
   const ConvGeometry& g_;
   int64_t cg_, og_, kk_, ckk_, hw_, ohw_;
-  bool identity_;
+  bool identity_, table_;
 
  private:
+  // fn(i) for i in [begin, end), over the threads when `parallel`.
+  template <typename Fn>
+  static void over(bool parallel, int64_t begin, int64_t end, const Fn& fn) {
+    if (!parallel) {
+      for (int64_t i = begin; i < end; ++i) fn(i);
+      return;
+    }
+    parallel_for(begin, end, 1, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) fn(i);
+    });
+  }
+
+  // Offset of kernel tap k = ki * kw + kj of channel ch in a padded image.
+  int64_t row_offset(int64_t ch, int64_t k) const {
+    const int64_t ki = k / g_.kernel_w, kj = k % g_.kernel_w;
+    return (ch * padded_h() + ki * g_.dilation_h) * padded_w() + kj * g_.dilation_w;
+  }
+
+  // For each column q of chunk c, the padded-image offset of its tap (0, 0)
+  // (images of the chunk laid out one after another).  Per thread, rebuilt
+  // for each chunk.
+  const std::vector<int32_t>& index_table(const Chunk& c) const {
+    thread_local std::vector<int32_t> idx;
+    const int64_t wp = padded_w(), img = cg_ * padded_h() * wp, span = c.p1 - c.p0;
+    idx.resize(c.cols());
+    for (int64_t n = 0; n < c.images(); ++n)
+      for (int64_t q = 0; q < span; ++q) {
+        const int64_t p = c.p0 + q, oh = p / g_.out_w, ow = p % g_.out_w;
+        idx[n * span + q] =
+            static_cast<int32_t>(n * img + oh * g_.stride_h * wp + ow * g_.stride_w);
+      }
+    return idx;
+  }
+
+  // dst (Cg, Hp, Wp) = the image's group channels x (Cg, H, W) with a zero border.
+  void pad_into(const T* x, T* dst) const {
+    const int64_t H = g_.height, W = g_.width, hp = padded_h(), wp = padded_w();
+    for (int64_t c = 0; c < cg_; ++c) {
+      T* plane = dst + c * hp * wp;
+      zero_run(plane, g_.pad_h * wp);
+      for (int64_t ih = 0; ih < H; ++ih) {
+        T* row = plane + (ih + g_.pad_h) * wp;
+        zero_run(row, g_.pad_w);
+        copy_run(row + g_.pad_w, x + c * hw_ + ih * W, W);
+        zero_run(row + g_.pad_w + W, g_.pad_w);
+      }
+      zero_run(plane + (H + g_.pad_h) * wp, g_.pad_h * wp);
+    }
+  }
+
   // Chunk sizes for an im2col buffer of `budget` elements.
   void plan(int64_t budget, int64_t& images, int64_t& pixels) const {
     const int64_t cols = std::max<int64_t>(32, budget / std::max<int64_t>(ckk_, 1));
@@ -224,11 +334,13 @@ class ConvRunner {
   int64_t padded_w() const { return g_.width + 2 * g_.pad_w; }
 
   // One image's channels of this group (Cg, H, W) with a zero border: a
-  // (Cg, Hp, Wp) scratch copy, or x itself without padding.
+  // (Cg, Hp, Wp) scratch copy (with slack for the stride-2 loads), or x
+  // itself when there is no padding and stride 1.
   const T* padded_input(const T* x) const {
-    if (g_.pad_h == 0 && g_.pad_w == 0) return x;
+    if (g_.pad_h == 0 && g_.pad_w == 0 && g_.stride_w != 2) return x;
     const int64_t H = g_.height, W = g_.width, hp = padded_h(), wp = padded_w();
-    T* buf = scratch<T>(kPadSlot, cg_ * hp * wp);
+    T* buf = scratch<T>(kPadSlot, cg_ * hp * wp + 16);
+    zero_run(buf + cg_ * hp * wp, 16);
     for (int64_t c = 0; c < cg_; ++c) {
       T* plane = buf + c * hp * wp;
       zero_run(plane, g_.pad_h * wp);
@@ -264,6 +376,8 @@ class ConvRunner {
             const T* sr = src + oh * row_step;
             if (sw == 1) {
               copy_run(d + ob, sr + ob, oe - ob);
+            } else if (sw == 2) {
+              copy_even_run(d + ob, sr + 2 * ob, oe - ob);
             } else {
               for (int64_t ow = ob; ow < oe; ++ow) d[ow] = sr[ow * sw];
             }
@@ -332,7 +446,7 @@ void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, cons
     T* col;  // (CKK, cols)
     T* tmp;  // (Og, cols) when a chunk spans several images
   };
-  auto begin = [&](int64_t max_cols) {
+  auto begin = [&](int64_t max_cols, bool) {
     return Buffers{r.identity_ ? nullptr : scratch<T>(kColSlot, r.ckk_ * max_cols),
                    scratch<T>(kRowsSlot, r.og_ * max_cols)};
   };
@@ -404,8 +518,14 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
     std::vector<T> gw, gb;  // per-thread accumulators (parallel scheme)
     bool local = false;
   };
-  auto begin = [&](int64_t max_cols) {
+  auto begin = [&](int64_t max_cols, bool several_threads) {
     State s;
+    // Threads sharing the work sum into their own buffers, merged by end().
+    s.local = several_threads;
+    if (s.local) {
+      if (grad_weight != nullptr) s.gw.assign(weight_numel, T(0));
+      if (grad_bias != nullptr) s.gb.assign(O, T(0));
+    }
     if (!r.identity_ && grad_weight != nullptr) s.col = scratch<T>(kColSlot, r.ckk_ * max_cols);
     if (!r.identity_ && grad_input != nullptr)
       s.colg = scratch<T>(kColGradSlot, r.ckk_ * max_cols);
@@ -415,13 +535,8 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
   auto fn = [&](const Chunk& c, bool parallel, State& s) {
     const int64_t cols = c.cols();
     const bool single = c.images() == 1;
-    if (!parallel && !s.local) {
-      s.local = true;
-      if (grad_weight != nullptr) s.gw.assign(weight_numel, T(0));
-      if (grad_bias != nullptr) s.gb.assign(O, T(0));
-    }
-    T* gw = grad_weight == nullptr ? nullptr : parallel ? grad_weight : s.gw.data();
-    T* gb = grad_bias == nullptr ? nullptr : parallel ? grad_bias : s.gb.data();
+    T* gw = grad_weight == nullptr ? nullptr : s.local ? s.gw.data() : grad_weight;
+    T* gb = grad_bias == nullptr ? nullptr : s.local ? s.gb.data() : grad_bias;
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       // This group's output gradient for the chunk: (Og, cols).
       const T* go;

@@ -123,6 +123,8 @@ TEST(Conv2d, ForwardAndBackwardMatchNaiveAcrossChunkingPaths) {
       {3, 8, 12, 12, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, true},
       {2, 4, 10, 14, 8, 3, 5, 1, 1, 1, 2, 1, 1, 1, false},
       {9, 16, 14, 14, 32, 5, 5, 1, 1, 2, 2, 1, 1, 1, true},
+      // Narrow outputs in tall images: index-table im2col over pixel chunks.
+      {5, 64, 200, 12, 8, 3, 3, 1, 2, 1, 1, 1, 1, 2, true},
   };
   int index = 0;
   for (const ConvCase& k : cases) {
