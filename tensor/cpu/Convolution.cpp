@@ -176,7 +176,10 @@ class ConvRunner {
     int64_t images, pixels;
     plan(kColBudget, images, pixels);
     const int64_t units = (g_.batch + images - 1) / images;
-    if (threads > 1 && units >= 2 * threads) {
+    // Each chunk repacks the weights for its GEMM: worth it only when the
+    // chunk has enough columns to amortise that (else split each GEMM).
+    const int64_t chunk_cols = std::min(images, g_.batch) * pixels;
+    if (threads > 1 && units >= 2 * threads && chunk_cols >= 256) {
       parallel_for(0, units, 1, [&](int64_t u0, int64_t u1) {
         auto state = begin(std::min(images, g_.batch) * pixels, true);
         for (int64_t u = u0; u < u1; ++u)

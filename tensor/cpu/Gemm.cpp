@@ -415,7 +415,7 @@ void gemm_parallel(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   // Split the dim whose split duplicates less packing (each thread packs the
   // whole of the other operand), provided it has enough tiles.
   const int64_t tiles_m = (m + kMR - 1) / kMR, tiles_n = (n + kNR - 1) / kNR;
-  bool split_n = m >= n;  // duplicates A (m x k) when splitting n
+  bool split_n = n >= m;  // splitting n repacks A (m x k) per thread, m repacks B
   if (split_n && tiles_n < threads) split_n = false;
   if (!split_n && tiles_m < threads) split_n = tiles_n >= tiles_m;
   if (split_n) {
