@@ -1,11 +1,16 @@
-// CPU convolution kernels (NCHW, contiguous buffers): im2col + GEMM.
+// CPU convolution kernels (NCHW, contiguous buffers).  Two strategies:
 //
-// The output pixels of the whole minibatch are cut into chunks whose im2col
-// matrix fits in L2 (a pixel range of one image, or several whole images);
-// each thread owns whole images, so it can im2col, multiply and col2im its
-// chunks without locks, and the big im2col matrix never round-trips through
-// DRAM.  Layers with few chunks (small late-stage feature maps) instead run
-// chunk by chunk with the GEMM itself split over the threads.
+// * Stride-1 float32 convolutions whose padded width wastes little (the
+//   3x3/5x5 "same" convs of ConvNets and early ResNet stages) skip im2col:
+//   the GEMM reads the zero-padded image through shifted rows
+//   (ConvolutionShifted.cpp), parallel over images.
+// * Everything else is im2col + GEMM.  The output pixels of the minibatch are
+//   cut into chunks whose im2col matrix fits in L2 (a pixel range of one
+//   image, or several whole images); each thread owns whole images, so it can
+//   im2col, multiply and col2im its chunks without locks.  Narrow outputs
+//   (< 16 columns) gather their im2col rows through an index table.  Layers
+//   with few or narrow chunks (late stages, large weights) run chunk by chunk
+//   with the GEMM itself split over the threads.
 #pragma once
 
 #include <cstdint>
