@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bazel build -c opt //bench:train_step >/dev/null 2>&1 || bazel build -c opt //bench:train_step
 bin="$(bazel info -c opt bazel-bin 2>/dev/null)/bench/train_step"
-loom_line=$(OMP_NUM_THREADS= "$bin" "$@")
+loom_line=$(env -u OMP_NUM_THREADS "$bin" "$@")
 torch_line=$(/usr/bin/python3 bench/train_step.py "$@")
 echo "$loom_line"
 echo "$torch_line"
