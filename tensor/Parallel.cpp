@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <pthread.h>
+
 #include "tensor/Error.h"
 
 namespace loom {
@@ -20,6 +22,16 @@ int initial_threads() {
 
 std::atomic<int> g_num_threads{initial_threads()};
 thread_local int t_num_threads = 0;
+std::atomic<bool> g_forked_after_parallel_region{false};
+
+void on_fork_child() {
+  if (detail::g_parallel_region_started.load()) g_forked_after_parallel_region = true;
+}
+
+const bool g_atfork_registered = [] {
+  pthread_atfork(nullptr, nullptr, on_fork_child);
+  return true;
+}();
 
 }  // namespace
 
@@ -28,7 +40,15 @@ void set_num_threads(int n) {
   g_num_threads = n;
 }
 
-int get_num_threads() { return t_num_threads > 0 ? t_num_threads : g_num_threads.load(); }
+int get_num_threads() {
+  if (g_forked_after_parallel_region.load(std::memory_order_relaxed)) return 1;
+  return t_num_threads > 0 ? t_num_threads : g_num_threads.load();
+}
+
+bool forked_after_parallel_region() {
+  (void)g_atfork_registered;
+  return g_forked_after_parallel_region.load();
+}
 
 void set_thread_num_threads(int n) {
   LOOM_CHECK(n >= 0, "set_thread_num_threads: expected >= 0, got ", n);

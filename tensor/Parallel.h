@@ -3,8 +3,15 @@
 // Built on OpenMP.  The thread count is a process-wide default
 // (set_num_threads) that a thread may override for itself (a CPU logical
 // device's worker uses its share of the cores).
+//
+// Fork safety: libgomp's thread pool does not survive fork(); a child that
+// enters a parallel region after its parent did would hang.  So in a process
+// forked after the parent ran a parallel region (distributed::spawn, tests),
+// get_num_threads() is 1 and parallel_for runs inline.  Processes started by
+// exec (loomrun) are unaffected.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -17,6 +24,13 @@ namespace loom {
 // or OMP_NUM_THREADS).
 void set_num_threads(int n);
 int get_num_threads();
+// True in a process forked after its parent had started OpenMP threads.
+bool forked_after_parallel_region();
+
+namespace detail {
+// Set once this process enters its first OpenMP parallel region.
+inline std::atomic<bool> g_parallel_region_started{false};
+}  // namespace detail
 // Overrides the thread count for the calling thread only (0 clears it).
 void set_thread_num_threads(int n);
 
@@ -35,6 +49,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const Fn& fn) {
     fn(begin, end);
     return;
   }
+  detail::g_parallel_region_started.store(true, std::memory_order_relaxed);
   std::exception_ptr error;
   std::mutex error_mutex;
 #pragma omp parallel num_threads(static_cast<int>(threads))
