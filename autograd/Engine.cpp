@@ -1,6 +1,7 @@
 #include "autograd/Engine.h"
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <queue>
@@ -60,6 +61,23 @@ struct GraphTask {
   std::vector<Tensor> captured;
   int outstanding = 0;
   std::exception_ptr error;
+  // queue_callback()'s functions, run in order after the pass succeeded.
+  std::vector<std::function<void()>> final_callbacks;
+};
+
+// The graph task whose node (or final callback) this thread is running, for
+// queue_callback().  Saved and restored, so a reentrant backward nests.
+thread_local GraphTask* tls_current_task = nullptr;
+
+class CurrentTaskGuard {
+ public:
+  explicit CurrentTaskGuard(GraphTask* task) : saved_(tls_current_task) {
+    tls_current_task = task;
+  }
+  ~CurrentTaskGuard() { tls_current_task = saved_; }
+
+ private:
+  GraphTask* saved_;
 };
 
 // One engine thread per non-caller device, serving that device's ready queue.
@@ -132,6 +150,7 @@ void evaluate(NodeTask nt) {
   std::vector<Tensor> outputs;
   if (!failed) {
     try {
+      CurrentTaskGuard current(&task);
       AutoGradMode mode(task.create_graph);
       std::vector<Tensor>& grads = nt.inputs;
       grads.resize(node.outputs().size());
@@ -244,6 +263,21 @@ void compute_dependencies(GraphTask& task, Node* root) {
   }
 }
 
+// Runs the queued callbacks on the calling thread once every node has run;
+// a callback may queue more (they run too).  The first error is rethrown.
+void run_final_callbacks(GraphTask& task) {
+  CurrentTaskGuard current(&task);
+  for (size_t i = 0;; ++i) {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lock(task.mutex);
+      if (i >= task.final_callbacks.size()) break;
+      fn = std::move(task.final_callbacks[i]);
+    }
+    fn();
+  }
+}
+
 std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
                         bool keep_graph, bool create_graph, const std::vector<Tensor>* inputs) {
   LOOM_CHECK(!roots.empty(), "backward: no tensors to differentiate");
@@ -307,10 +341,20 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
     evaluate(std::move(nt));
   }
   if (task->error) std::rethrow_exception(task->error);
+  run_final_callbacks(*task);
   return std::move(task->captured);
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> fn) {
+  LOOM_CHECK(fn != nullptr, "queue_callback: the callback is empty");
+  GraphTask* task = tls_current_task;
+  LOOM_CHECK(task != nullptr, "queue_callback: no backward pass is running on this thread; "
+             "call it from a hook or a node's backward rule");
+  std::lock_guard<std::mutex> lock(task->mutex);
+  task->final_callbacks.push_back(std::move(fn));
+}
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
               bool retain_graph, bool create_graph) {

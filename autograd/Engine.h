@@ -6,8 +6,13 @@
 // queue per device, as in PyTorch), so backward work of two pipeline stages on
 // cpu:0 and cpu:1 overlaps.  An exception in any node stops the pass and is
 // rethrown to the caller.
+//
+// queue_callback() lets a hook schedule work for the end of the pass (DDP
+// waits for its all-reduces there), as torch's Variable._execution_engine.
+// queue_callback.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "autograd/Node.h"
@@ -25,6 +30,15 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);
+
+// Queues fn to run once the backward pass (or grad()) that is running on this
+// thread has finished every node, on the thread that called backward, before
+// backward returns.  Callbacks run in the order queued; one may queue more.
+// An exception from a callback propagates out of backward (later callbacks
+// are skipped); when the pass itself fails, its callbacks are dropped.
+// Throws when called outside a backward pass (not from a hook, a node's
+// backward rule, or another final callback).
+void queue_callback(std::function<void()> fn);
 
 }  // namespace autograd
 }  // namespace loom
