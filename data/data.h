@@ -3,6 +3,7 @@
 
 #include "data/DataLoader.h"
 #include "data/Dataset.h"
+#include "data/DistributedSampler.h"
 #include "data/Sampler.h"
 #include "data/datasets/MNIST.h"
 #include "data/datasets/RandomClassification.h"
