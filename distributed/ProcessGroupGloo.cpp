@@ -1,6 +1,8 @@
 #include "distributed/ProcessGroupGloo.h"
 
 #include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <condition_variable>
 #include <cstdlib>
@@ -433,6 +435,8 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& interf
   if (env_name != nullptr) {
     attr.iface = std::getenv(env_name);
     what_used = std::string("network interface '") + attr.iface + "' (from " + env_name + ")";
+    LOOM_CHECK(if_nametoindex(attr.iface.c_str()) != 0, "ProcessGroupGloo: ", env_name, "='",
+               attr.iface, "' is not a network interface of this machine");
   } else if (!interface_or_host.empty() && if_nametoindex(interface_or_host.c_str()) != 0) {
     attr.iface = interface_or_host;
     what_used = "network interface '" + interface_or_host + "'";
@@ -442,6 +446,17 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& interf
                "or an address of this machine such as 127.0.0.1");
     attr.hostname = interface_or_host;
     what_used = "host '" + interface_or_host + "'";
+    // Resolve it here: gloo 0.5 can crash on a name that does not resolve.
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* result = nullptr;
+    const int rv = getaddrinfo(interface_or_host.c_str(), nullptr, &hints, &result);
+    if (result != nullptr) freeaddrinfo(result);
+    LOOM_CHECK(rv == 0 && result != nullptr, "ProcessGroupGloo: options.interface_or_host '",
+               interface_or_host, "' is neither a network interface nor a host name that "
+               "resolves (", gai_strerror(rv), "); give an address of this machine such as "
+               "127.0.0.1, or an interface name");
   }
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
