@@ -46,6 +46,7 @@ void BatchNormBase::reset_running_stats() {
 }
 
 Tensor BatchNormBase::forward(const Tensor& input) {
+  if (forward_to) return forward_to->forward(input);
   LOOM_CHECK(input.defined(), type_name(), ": the input is undefined");
   bool rank_ok = false;
   for (int64_t d : expected_dims_) rank_ok = rank_ok || input.dim() == d;

@@ -40,6 +40,13 @@ class BatchNormBase : public Module {
   Tensor running_var;          // (C)
   Tensor num_batches_tracked;  // () int64
 
+  // When set, forward() runs this module instead.  nn::convert_sync_batchnorm
+  // (distributed/parallel/SyncBatchNorm.h) replaces a registered BatchNorm by
+  // a SyncBatchNorm sharing its tensors and points the old one here, so a
+  // parent that calls it through its own typed member (ResNet's bn1) uses the
+  // synchronised statistics too.
+  std::shared_ptr<Module> forward_to;
+
  protected:
   void reset_parameters();
 
