@@ -95,8 +95,9 @@ class ProcessGroupGloo : public ProcessGroup {
   // a connection fails or times out (naming the rank and what it waited for).
   ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size,
                    ProcessGroupGlooOptions options = ProcessGroupGlooOptions());
-  // Finishes the queued collectives (or lets them time out), then closes
-  // the connections.
+  // Finishes the queued collectives and outstanding sends/recvs (each within
+  // the timeout at most; at once when the group is broken), then closes the
+  // connections.
   ~ProcessGroupGloo() override;
 
   std::string backend() const override { return "gloo"; }

@@ -4,6 +4,7 @@
 // ranks; timeouts.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <string>
@@ -432,6 +433,26 @@ TEST(ProcessGroupGloo, ConstructorArgumentErrors) {
   ProcessGroupGlooOptions bad_host = short_options();
   bad_host.interface_or_host = "no-such-host.invalid";
   EXPECT_LOOM_ERROR(ProcessGroupGloo(store, 0, 1, bad_host), "no-such-host.invalid");
+}
+
+TEST(ProcessGroupGloo, InterfaceByNameOptionOrEnvironment) {
+  ProcessGroupGlooOptions by_name = short_options();
+  by_name.interface_or_host = "lo";
+  run_ranks(2, [](ProcessGroupGloo& pg, int r) {
+    Tensor t = full({3}, static_cast<double>(r), kFloat64);
+    pg.all_reduce(t)->wait();
+    expect_values(t, {1, 1, 1}, "over lo");
+  }, by_name);
+  ::setenv("LOOM_GLOO_SOCKET_IFNAME", "lo", 1);
+  run_ranks(2, [](ProcessGroupGloo& pg, int) {
+    Tensor t = full({3}, 2.0, kFloat64);
+    pg.all_reduce(t, ReduceOp::Max)->wait();
+    expect_values(t, {2, 2, 2}, "env interface");
+  });
+  ::setenv("LOOM_GLOO_SOCKET_IFNAME", "nosuchif9", 1);
+  EXPECT_LOOM_ERROR(ProcessGroupGloo(std::make_shared<HashStore>(), 0, 1),
+                    "LOOM_GLOO_SOCKET_IFNAME='nosuchif9' is not a network interface");
+  ::unsetenv("LOOM_GLOO_SOCKET_IFNAME");
 }
 
 TEST(ProcessGroupGloo, RendezvousTimeoutNamesTheRank) {
