@@ -207,8 +207,10 @@ bool SpawnContext::join(std::optional<std::chrono::milliseconds> wait) {
     }
     if (now >= wait_until) return false;
     // Wake when a child writes its message or exits (its pipe closes), or
-    // within 100 ms to notice children that exit otherwise.
-    const auto until = std::min({deadline_, wait_until, now + std::chrono::milliseconds(100)});
+    // within 100 ms to notice children that exit otherwise.  A child whose
+    // pipe has closed is exiting: waitpid sees it a moment later.
+    const auto tick = std::chrono::milliseconds(static_cast<int>(fds.size()) < late_count ? 2 : 100);
+    const auto until = std::min({deadline_, wait_until, now + tick});
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(1, ms)));
     if (ready > 0)
