@@ -145,7 +145,7 @@ int WorkerGroup::start_one(Worker& w) {
     for (int sig : kHandled) ::sigaction(sig, &dfl, nullptr);
     ::sigaction(SIGPIPE, &dfl, nullptr);
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    ::setpgid(0, 0);
+    ::setsid();  // its own session and process group, no controlling terminal
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(1);
     ::dup2(out[1], STDOUT_FILENO);
@@ -167,7 +167,6 @@ int WorkerGroup::start_one(Worker& w) {
     ::close(exec_err[0]);
     LOOM_FAIL("loomrun: fork failed for rank ", w.spec.rank, ": ", std::strerror(fork_errno));
   }
-  ::setpgid(pid, pid);  // also in the parent, so signals reach the group at once
   w.pid = pid;
   w.running = true;
   w.out_fd = out[0];
@@ -218,6 +217,8 @@ void WorkerGroup::pump(Worker& w, bool out) {
   }
 }
 
+// To the worker's process group; to the worker alone while it has not yet
+// made its group (just forked) or when it has left it.
 void WorkerGroup::signal_all(int sig) {
   for (Worker& w : workers_)
     if (w.running && ::kill(-w.pid, sig) != 0) ::kill(w.pid, sig);

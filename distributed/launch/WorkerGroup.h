@@ -13,12 +13,14 @@
 //   - a program cannot be executed         -> the started workers are stopped;
 //     exit code 127 (not found) or 126 (found but not executable)
 //
-// Each worker runs in its own process group (signals go to the group, so
-// whatever a worker started is stopped with it; a Ctrl-C at the terminal
-// reaches loomrun alone, which forwards it once), and gets SIGKILL from the
-// kernel should loomrun itself die (PR_SET_PDEATHSIG), so no worker outlives
-// its launcher.  loomrun's stdin is inherited; stdout and stderr go through
-// pipes to LinePrefixers writing to loomrun's stdout and stderr.
+// Each worker runs in its own session and process group (setsid): signals go
+// to the group, so whatever a worker started is stopped with it; a Ctrl-C at
+// the terminal reaches loomrun alone, which forwards it once; and a worker
+// reading the terminal is not stopped as a background job would be.  A
+// worker gets SIGKILL from the kernel should loomrun itself die
+// (PR_SET_PDEATHSIG), so no worker outlives its launcher.  loomrun's stdin is
+// inherited; stdout and stderr go through pipes to LinePrefixers writing to
+// loomrun's stdout and stderr.
 #pragma once
 
 #include <sys/types.h>

@@ -193,6 +193,22 @@ TEST(Loomrun, SigtermIsForwardedToWorkers) {
     EXPECT_TRUE(process_gone(std::stoi(read_file(pids + "/rank" + std::to_string(r) + ".pid"))));
 }
 
+TEST(Loomrun, ProcessesAWorkerStartedAreStoppedWithIt) {
+  const std::string pids = testing::make_temp_dir();
+  Launch l = start({"--nproc_per_node", "1", "/bin/sh", "-c",
+                    "sleep 100 & echo $! > " + pids + "/tmp; mv " + pids + "/tmp " + pids +
+                        "/rank0.pid; wait"});
+  ASSERT_TRUE(wait_for_file(pids + "/rank0.pid"));
+  const pid_t grandchild = std::stoi(read_file(pids + "/rank0.pid"));
+  ::kill(l.pid, SIGTERM);
+  finish(l, 5);
+  EXPECT_EQ(l.exit_code(), 128 + SIGTERM) << l.log();
+  // The sleep is not loomrun's child: wait a little for init to reap it.
+  for (int i = 0; i < 200 && !process_gone(grandchild); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(process_gone(grandchild));
+}
+
 TEST(Loomrun, WorkersIgnoringSigintAreKilledAfterGrace) {
   const std::string pids = testing::make_temp_dir();
   // A worker that ignores the forwarded SIGINT gets SIGKILL after the grace period.
