@@ -22,6 +22,7 @@ struct WorldState {
   std::shared_ptr<Store> store;
   std::string backend;
   std::chrono::milliseconds timeout{0};
+  ProcessGroupGlooOptions gloo;
   int groups_made = 0;
 };
 
@@ -36,9 +37,8 @@ std::string lower(std::string text) {
 }
 
 ProcessGroupPtr make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
-                           std::chrono::milliseconds timeout) {
+                           std::chrono::milliseconds timeout, ProcessGroupGlooOptions options) {
   if (backend == "gloo") {
-    ProcessGroupGlooOptions options;
     options.timeout = timeout;
     return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, options);
   }
@@ -90,12 +90,13 @@ ProcessGroupPtr init_process_group(const std::string& backend_name, InitOptions 
     info = rendezvous(options.init_method, options.rank, options.world_size, options.timeout);
   }
   auto group = make_group(backend, std::make_shared<PrefixStore>("default_pg", info.store), info.rank,
-                          info.world_size, options.timeout);
+                          info.world_size, options.timeout, options.gloo);
   std::lock_guard<std::mutex> lock(world().mutex);
   world().default_group = group;
   world().store = info.store;
   world().backend = backend;
   world().timeout = options.timeout;
+  world().gloo = options.gloo;
   world().groups_made = 0;
   return group;
 }
@@ -139,6 +140,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, const std::string& back
   std::shared_ptr<Store> store;
   std::string backend;
   std::chrono::milliseconds timeout;
+  ProcessGroupGlooOptions gloo;
   int index = 0;
   int my_rank = 0;
   int world_size = 0;
@@ -148,6 +150,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, const std::string& back
     store = world().store;
     backend = backend_name.empty() ? world().backend : lower(backend_name);
     timeout = world().timeout;
+    gloo = world().gloo;
     index = world().groups_made++;
     my_rank = world().default_group->rank();
     world_size = world().default_group->size();
@@ -167,7 +170,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, const std::string& back
   if (it == members.end()) return nullptr;
   const int group_rank = static_cast<int>(it - members.begin());
   auto prefixed = std::make_shared<PrefixStore>("group_" + std::to_string(index), store);
-  return make_group(backend, prefixed, group_rank, static_cast<int>(members.size()), timeout);
+  return make_group(backend, prefixed, group_rank, static_cast<int>(members.size()), timeout, gloo);
 }
 
 WorkPtr all_reduce(Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group, bool async_op) {

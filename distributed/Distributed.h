@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "distributed/ProcessGroup.h"
+#include "distributed/ProcessGroupGloo.h"
 #include "distributed/store/Store.h"
 
 namespace loom {
@@ -32,6 +33,8 @@ struct InitOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   // An already connected store (then rank and world_size are required).
   std::shared_ptr<Store> store;
+  // Settings of the gloo backend (its timeout is replaced by `timeout`).
+  ProcessGroupGlooOptions gloo;
 };
 
 // Creates the default process group.  backend: "gloo" (CPU tensors, and
