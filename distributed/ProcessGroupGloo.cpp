@@ -2,6 +2,7 @@
 
 #include <net/if.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <condition_variable>
@@ -479,6 +480,14 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
              options_.timeout.count(), " ms");
   LOOM_CHECK(options_.threads >= 1 && options_.threads <= 64,
              "ProcessGroupGloo: threads must be in [1, 64], got ", options_.threads);
+
+  // gloo writes to sockets without MSG_NOSIGNAL: with SIGPIPE's default
+  // action, a peer that dies mid-collective would kill this process instead
+  // of failing the collective.  Ignore it, as Python does at start-up (a
+  // handler the program installed is left alone).
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    ::signal(SIGPIPE, SIG_IGN);
 
   shared_ = std::make_shared<Shared>();
   shared_->rank = rank;

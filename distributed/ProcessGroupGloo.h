@@ -25,7 +25,9 @@
 //   collective, the rank and the timeout.  A peer that dies closes its sockets
 //   and the collective fails at once with an error saying so.  After either
 //   the group is broken (Gloo has closed its connections): later collectives
-//   fail fast saying so; make a new group.
+//   fail fast saying so; make a new group.  (Gloo writes to sockets without
+//   MSG_NOSIGNAL, so the constructor sets SIGPIPE to ignored when it still has
+//   its default action, as Python does; otherwise a dead peer would kill us.)
 // * Memory.  Contiguous CPU tensors are reduced and received in place (no
 //   copies).  Lists of tensors (all_gather, gather, all_to_all) go through
 //   one scratch buffer unless they already lie back to back in memory.

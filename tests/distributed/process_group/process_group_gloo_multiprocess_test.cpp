@@ -162,6 +162,7 @@ std::vector<int> run_processes(int size, milliseconds deadline,
         done[r] = true;
         --remaining;
         status[r] = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+        if (WIFSIGNALED(s)) ADD_FAILURE() << "rank " << r << " was killed by signal " << WTERMSIG(s);
       }
     }
     std::this_thread::sleep_for(milliseconds(5));
@@ -257,10 +258,13 @@ TEST(ProcessGroupGlooMultiprocess, DeadPeerFailsPromptlyNotHang) {
 }
 
 // A rank killed in the middle of a large all_reduce: the survivors fail
-// with a loom::Error rather than hang.
+// with a loom::Error rather than hang.  Usually both see the lost
+// connection at once; now and then (about 1 run in 15) gloo 0.5 does not
+// wake one survivor's pending operation and it reports the timeout instead,
+// so the bound here is the timeout, not "at once".
 TEST(ProcessGroupGlooMultiprocess, PeerKilledMidCollective) {
   const auto status = run_processes(3, milliseconds(30000), [](int rank, std::shared_ptr<Store> store) {
-    ProcessGroupGloo pg(store, rank, 3, options(milliseconds(15000), 1));
+    ProcessGroupGloo pg(store, rank, 3, options(milliseconds(6000), 1));
     Tensor t = full({8 << 20}, 1.0, kFloat32);  // 32 MiB: takes a while
     if (rank == 2) {
       std::thread([] {
@@ -276,7 +280,7 @@ TEST(ProcessGroupGlooMultiprocess, PeerKilledMidCollective) {
       std::cerr << "rank " << rank << " got (as expected): " << e.what() << std::endl;
       CHILD_CHECK(std::string(e.what()).find("all_reduce") != std::string::npos);
     }
-    CHILD_CHECK(Clock::now() - start < milliseconds(12000));
+    CHILD_CHECK(Clock::now() - start < milliseconds(9000));
     return 0;
   });
   EXPECT_EQ(status[0], 0);
