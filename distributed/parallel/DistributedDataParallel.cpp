@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "autograd/GradMode.h"
+#include "distributed/Distributed.h"
 #include "autograd/functions/Shape.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
@@ -93,13 +94,14 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
                                                          ProcessGroupPtr group, DDPOptions options)
     : Module("DistributedDataParallel"),
       module_(std::move(module)),
-      group_(std::move(group)),
+      group_(group ? std::move(group) : (is_initialized() ? default_group() : nullptr)),
       options_(std::move(options)) {
   LOOM_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
-  LOOM_CHECK(group_ != nullptr, "DistributedDataParallel: the process group is null; create one "
-             "(e.g. ProcessGroupGloo or init_process_group) first");
-  LOOM_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be "
-             "positive, got ", options_.bucket_cap_mb);
+  LOOM_CHECK(group_ != nullptr, "DistributedDataParallel: no process group: pass one, or call "
+             "distributed::init_process_group first to use the default group");
+  LOOM_CHECK(options_.bucket_cap_mb > 0 && options_.first_bucket_cap_mb > 0,
+             "DistributedDataParallel: bucket_cap_mb and first_bucket_cap_mb must be positive, "
+             "got ", options_.bucket_cap_mb, " and ", options_.first_bucket_cap_mb);
   register_module("module", module_);
 
   std::vector<std::pair<std::string, Tensor>> all;  // parameters, then buffers
@@ -130,9 +132,11 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
   for (const auto& [name, t] : all) state.push_back(t);
   broadcast_coalesced(state, group_, 0);
 
-  const size_t cap = static_cast<size_t>(options_.bucket_cap_mb * 1024.0 * 1024.0);
-  const auto assignment =
-      compute_bucket_assignment(params, kDefaultFirstBucketBytes, std::max<size_t>(cap, 1));
+  const auto bytes = [](double mb) {
+    return std::max<size_t>(static_cast<size_t>(mb * 1024.0 * 1024.0), 1);
+  };
+  const auto assignment = compute_bucket_assignment(params, bytes(options_.first_bucket_cap_mb),
+                                                    bytes(options_.bucket_cap_mb));
   reducer_ = std::make_unique<Reducer>(params, param_names_, assignment, group_,
                                        options_.find_unused_parameters,
                                        options_.gradient_as_bucket_view);

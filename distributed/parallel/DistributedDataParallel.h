@@ -45,8 +45,11 @@ struct DDPOptions {
   // Empty: use the module where it is (any devices).  One device: every
   // parameter must already be there (a check, as torch's device_ids=[i]).
   std::vector<Device> device_ids;
-  // Target bucket size; the first bucket is 1 MiB (kDefaultFirstBucketBytes).
+  // Target bucket size (MiB) of every bucket but the first.
   double bucket_cap_mb = 25;
+  // Target size of the first bucket, the one all-reduced first: small, so
+  // communication starts early (torch's 1 MiB, kDefaultFirstBucketBytes).
+  double first_bucket_cap_mb = 1;
   // Broadcast rank 0's buffers before each forward.
   bool broadcast_buffers = true;
   // Search the graph after each forward for parameters that get no gradient
@@ -58,15 +61,17 @@ struct DDPOptions {
 
 class DistributedDataParallelImpl : public nn::Module {
  public:
-  // Wraps `module` (registered as child "module").  Collective: every rank
-  // must construct its DDP at the same point.  Throws when the module or group
-  // is null, options are invalid, device_ids do not match the parameters, or
+  // Wraps `module` (registered as child "module").  A null group means the
+  // default group (init_process_group).  Collective: every rank must construct
+  // its DDP at the same point.  Throws when the module is null, there is no
+  // group, options are invalid, device_ids do not match the parameters, or
   // the ranks' parameters differ.
-  DistributedDataParallelImpl(std::shared_ptr<nn::Module> module, ProcessGroupPtr group,
+  DistributedDataParallelImpl(std::shared_ptr<nn::Module> module, ProcessGroupPtr group = nullptr,
                               DDPOptions options = {});
   // From a module holder (nn::Linear, nn::models::ConvNet, ...).
   template <typename Holder, typename = decltype(std::declval<Holder>().ptr())>
-  DistributedDataParallelImpl(const Holder& module, ProcessGroupPtr group, DDPOptions options = {})
+  DistributedDataParallelImpl(const Holder& module, ProcessGroupPtr group = nullptr,
+                              DDPOptions options = {})
       : DistributedDataParallelImpl(std::shared_ptr<nn::Module>(module.ptr()), std::move(group),
                                     std::move(options)) {}
 

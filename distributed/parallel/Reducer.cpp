@@ -183,7 +183,13 @@ void Reducer::State::finalize() {
   reset_iteration();
   lock.unlock();
   try {
-    for (const WorkPtr& w : launched) w->wait();
+    for (size_t b = 0; b < launched.size(); ++b) {
+      launched[b]->wait();
+      // Completion callbacks may run just after wait() returns.
+      std::lock_guard<std::mutex> tlock(*timeline_mutex);
+      auto& finished = tl->buckets[b].finished;
+      if (finished.time_since_epoch().count() == 0) finished = Clock::now();
+    }
   } catch (...) {
     drain(launched);
     throw;

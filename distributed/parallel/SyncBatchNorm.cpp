@@ -5,6 +5,7 @@
 #include "autograd/GradMode.h"
 #include "autograd/functions/Record.h"
 #include "autograd/functions/Shape.h"
+#include "distributed/Distributed.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
 
@@ -258,6 +259,7 @@ void convert_children(Module& parent, const ProcessGroupPtr& group) {
 std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
                                                ProcessGroupPtr group) {
   LOOM_CHECK(module != nullptr, "convert_sync_batchnorm: the module is null");
+  if (!group && distributed::is_initialized()) group = distributed::default_group();
   if (is_plain_batch_norm(module))
     return make_sync(std::static_pointer_cast<BatchNormBase>(module), group);
   if (auto sync = std::dynamic_pointer_cast<SyncBatchNormImpl>(module)) {

@@ -56,7 +56,8 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                        const distributed::ProcessGroupPtr& group);
 
 // Replaces every BatchNorm1d/BatchNorm2d in `module` (recursively) by a
-// SyncBatchNorm over `group` that shares its weight, bias, running
+// SyncBatchNorm over `group` (null: the default group of
+// init_process_group when there is one, else none: local statistics) that shares its weight, bias, running
 // statistics and num_batches_tracked and copies eps, momentum, affine and
 // track_running_stats and the training mode.  The old module forwards to the
 // new one (BatchNormBase::forward_to), so parents holding it as a typed member
@@ -64,9 +65,9 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
 // itself is a BatchNorm).  Note: a later clone() of a model whose reset()
 // builds plain BatchNorm children gives an unconverted copy.
 std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> module,
-                                               distributed::ProcessGroupPtr group);
+                                               distributed::ProcessGroupPtr group = nullptr);
 template <typename Holder, typename = decltype(std::declval<Holder>().ptr())>
-Holder convert_sync_batchnorm(Holder module, distributed::ProcessGroupPtr group) {
+Holder convert_sync_batchnorm(Holder module, distributed::ProcessGroupPtr group = nullptr) {
   // A BatchNorm holder keeps its BatchNorm, which now forwards to the new module.
   convert_sync_batchnorm(std::shared_ptr<Module>(module.ptr()), std::move(group));
   return module;
