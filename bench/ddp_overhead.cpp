@@ -1,0 +1,127 @@
+// DDP overhead on CPU: the same training step with and without
+// DistributedDataParallel, on every rank, in one run (launch with loomrun).
+//
+//   bazel-bin/distributed/launch/loomrun --nproc_per_node 2 bazel-bin/bench/ddp_overhead
+//   bench/ddp_overhead.sh          (builds, then the above)
+//
+// Each rank builds two identical models: `local` trains alone (no
+// communication at all), `ddp` is wrapped in DistributedDataParallel (bucketed
+// gradient all-reduce overlapping backward, plus the buffer broadcast before
+// each forward).  Rounds alternate `block` steps of each so both see the same
+// machine state; the figure is the median step time of each, the slowest
+// rank's.  Then one DDP step is shown as a timeline: when each bucket's last
+// gradient arrived, when its all-reduce was launched and finished, and when
+// backward ended (ms from the end of forward).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "distributed/distributed.h"
+#include "loom.h"
+
+using namespace loom;
+namespace dist = loom::distributed;
+
+namespace {
+
+std::shared_ptr<nn::Module> make_model(const std::string& name) {
+  if (name == "convnet") return nn::models::ConvNet().ptr();
+  if (name == "resnet18") return nn::models::resnet18(10).ptr();
+  LOOM_FAIL("ddp_overhead: unknown --model '", name, "' (convnet | resnet18)");
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The slowest rank's value.
+double max_over_ranks(double value) {
+  Tensor t = full({1}, value, kFloat64);
+  dist::all_reduce(t, dist::ReduceOp::Max);
+  return t.item();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"DDP step vs the same step without communication"};
+  std::string model_name = "convnet";
+  int64_t batch = 64, size = 28, rounds = 6, block = 5, warmup = 5;
+  int threads = 1;
+  double bucket_cap_mb = 25, first_bucket_cap_mb = 1;
+  app.add_option("--model", model_name, "convnet | resnet18")->capture_default_str();
+  app.add_option("--batch", batch, "Images per rank per step")->capture_default_str();
+  app.add_option("--size", size, "Image height and width")->capture_default_str();
+  app.add_option("--rounds", rounds)->capture_default_str();
+  app.add_option("--block", block, "Steps of each kind per round")->capture_default_str();
+  app.add_option("--warmup", warmup)->capture_default_str();
+  app.add_option("--threads", threads, "Intra-op threads per rank")->capture_default_str();
+  app.add_option("--bucket-cap-mb", bucket_cap_mb)->capture_default_str();
+  app.add_option("--first-bucket-cap-mb", first_bucket_cap_mb)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    set_num_threads(threads);
+    dist::init_process_group("gloo");
+    const int rank = dist::get_rank();
+    manual_seed(1234 + rank);
+    const int64_t channels = model_name == "convnet" ? 1 : 3;
+    Tensor x = randn({batch, channels, size, size});
+    Tensor y = randint(0, 10, {batch});
+
+    auto local = make_model(model_name);
+    auto wrapped = make_model(model_name);
+    dist::DDPOptions options;
+    options.bucket_cap_mb = bucket_cap_mb;
+    options.first_bucket_cap_mb = first_bucket_cap_mb;
+    dist::DistributedDataParallel ddp(wrapped, nullptr, options);
+    optim::SGD local_opt(local->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+    optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+
+    auto step = [&](nn::Module& model, optim::SGD& opt) {
+      const auto t0 = std::chrono::steady_clock::now();
+      opt.zero_grad();
+      Tensor loss = cross_entropy(model.forward(x), y);
+      loss.backward();
+      opt.step();
+      (void)loss.item<float>();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    };
+    for (int64_t i = 0; i < warmup; ++i) {
+      step(*local, local_opt);
+      step(*ddp, ddp_opt);
+    }
+    std::vector<double> local_ms, ddp_ms;
+    for (int64_t r = 0; r < rounds; ++r) {
+      dist::barrier();
+      for (int64_t i = 0; i < block; ++i) local_ms.push_back(step(*local, local_opt));
+      dist::barrier();
+      for (int64_t i = 0; i < block; ++i) ddp_ms.push_back(step(*ddp, ddp_opt));
+    }
+    const double local_med = max_over_ranks(median(local_ms));
+    const double ddp_med = max_over_ranks(median(ddp_ms));
+    step(*ddp, ddp_opt);
+    const dist::ReducerTimeline timeline = ddp->last_timeline();
+    if (rank == 0) {
+      std::printf("loom ddp_overhead model=%s ranks=%d batch_per_rank=%lld size=%lld threads=%d buckets=%zu "
+                  "local_ms=%.2f ddp_ms=%.2f overhead_pct=%.1f\n",
+                  model_name.c_str(), dist::get_world_size(), static_cast<long long>(batch),
+                  static_cast<long long>(size), threads, ddp->bucket_sizes().size(), local_med, ddp_med,
+                  100.0 * (ddp_med / local_med - 1.0));
+      std::printf("timeline of one DDP step (ms after forward ended); backward ended at %.2f, grads averaged at %.2f\n",
+                  timeline.ms(timeline.backward_end), timeline.ms(timeline.reduced));
+      for (const auto& b : timeline.buckets) {
+        std::printf("  bucket %zu  %8zu bytes  ready %7.2f  launched %7.2f  finished %7.2f%s\n", b.bucket, b.bytes,
+                    timeline.ms(b.ready), timeline.ms(b.launched), timeline.ms(b.finished),
+                    b.launched < timeline.backward_end ? "  (launched before backward ended)" : "");
+      }
+      std::fflush(stdout);
+    }
+    dist::destroy_process_group();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
