@@ -48,9 +48,10 @@ double max_over_ranks(double value) {
 int main(int argc, char** argv) {
   CLI::App app{"DDP step vs the same step without communication"};
   std::string model_name = "convnet";
-  int64_t batch = 64, size = 28, rounds = 6, block = 5, warmup = 5;
+  int64_t batch = 64, size = 28, rounds = 10, block = 3, warmup = 5;
   int threads = 1;
   double bucket_cap_mb = 25, first_bucket_cap_mb = 1;
+  bool broadcast_buffers = true, check_consistency = true;
   app.add_option("--model", model_name, "convnet | resnet18")->capture_default_str();
   app.add_option("--batch", batch, "Images per rank per step")->capture_default_str();
   app.add_option("--size", size, "Image height and width")->capture_default_str();
@@ -60,10 +61,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "Intra-op threads per rank")->capture_default_str();
   app.add_option("--bucket-cap-mb", bucket_cap_mb)->capture_default_str();
   app.add_option("--first-bucket-cap-mb", first_bucket_cap_mb)->capture_default_str();
+  app.add_option("--broadcast-buffers", broadcast_buffers, "DDPOptions::broadcast_buffers")->capture_default_str();
+  app.add_option("--check-consistency", check_consistency, "ProcessGroupGlooOptions::check_consistency")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
-    dist::init_process_group("gloo");
+    dist::InitOptions init;
+    init.gloo.check_consistency = check_consistency;
+    dist::init_process_group("gloo", init);
     const int rank = dist::get_rank();
     manual_seed(1234 + rank);
     const int64_t channels = model_name == "convnet" ? 1 : 3;
@@ -75,6 +81,7 @@ int main(int argc, char** argv) {
     dist::DDPOptions options;
     options.bucket_cap_mb = bucket_cap_mb;
     options.first_bucket_cap_mb = first_bucket_cap_mb;
+    options.broadcast_buffers = broadcast_buffers;
     dist::DistributedDataParallel ddp(wrapped, nullptr, options);
     optim::SGD local_opt(local->parameters(), optim::SGDOptions(0.01).momentum(0.9));
     optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.01).momentum(0.9));
