@@ -2,6 +2,11 @@
 // them): every collective and reduce op on every dtype, checked against
 // values computed here; empty and 64 MiB tensors; argument errors; mismatched
 // ranks; timeouts.
+//
+// Built a second time with LOOM_RANKS_AS_PROCESSES (target
+// process_group_gloo_processes_test): then every rank is a forked process
+// (distributed::spawn) meeting the others through a TCPStore, so the same
+// suite runs across real processes on loopback.
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -15,6 +20,10 @@
 
 #include "distributed/ProcessGroupGloo.h"
 #include "distributed/store/HashStore.h"
+#ifdef LOOM_RANKS_AS_PROCESSES
+#include "distributed/launch/Spawn.h"
+#include "distributed/store/TCPStore.h"
+#endif
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -29,6 +38,9 @@ ProcessGroupGlooOptions short_options(int threads = 2, milliseconds timeout = mi
   options.threads = threads;
   return options;
 }
+
+#ifndef LOOM_RANKS_AS_PROCESSES
+constexpr bool kRanksAreProcesses = false;
 
 // Runs fn(pg, rank) on `size` threads, each rank with its own process group
 // over one HashStore; fails the test with any rank's exception.
@@ -51,6 +63,38 @@ void run_ranks(int size, const std::function<void(ProcessGroupGloo&, int)>& fn,
   for (auto& t : threads) t.join();
   for (int r = 0; r < size; ++r) EXPECT_EQ(failures[r], "") << "rank " << r << " of " << size;
 }
+#else
+constexpr bool kRanksAreProcesses = true;
+
+// Runs fn(pg, rank) in `size` forked processes that meet through a TCPStore
+// on loopback.  A rank whose expectations failed (gtest prints them from the
+// child) or that threw makes spawn throw, which fails the test here.
+void run_ranks(int size, const std::function<void(ProcessGroupGloo&, int)>& fn,
+               ProcessGroupGlooOptions options = short_options()) {
+  SpawnOptions spawn_options;
+  spawn_options.timeout = milliseconds(60000);
+  try {
+    spawn(
+        [&](int r) {
+          TCPStoreOptions store_options;
+          store_options.world_size = size;
+          store_options.is_master = r == 0;
+          store_options.timeout = milliseconds(10000);
+          auto store = std::make_shared<TCPStore>(std::getenv("MASTER_ADDR"), std::atoi(std::getenv("MASTER_PORT")),
+                                                  store_options);
+          {
+            ProcessGroupGloo pg(store, r, size, options);
+            fn(pg, r);
+            pg.barrier()->wait();  // rank 0's store outlives every rank's use of it
+          }
+          if (::testing::Test::HasFailure()) throw Error("expectations failed on this rank (printed above)");
+        },
+        size, spawn_options);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "with " << size << " processes: " << e.what();
+  }
+}
+#endif
 
 const DType kDTypes[] = {kFloat32, kFloat64, kInt32, kInt64, kUInt8, kBool};
 
@@ -491,6 +535,9 @@ TEST(ProcessGroupGloo, MismatchedShapesAreAnErrorNotAHangOrAbort) {
 }
 
 TEST(ProcessGroupGloo, SkippedAllReduceTimesOutWithAClearMessage) {
+  // Ranks coordinate through a promise; the multiprocess suite
+  // (process_group_gloo_multiprocess_test) covers dead and silent peers.
+  if (kRanksAreProcesses) GTEST_SKIP() << "needs ranks as threads";
   std::promise<void> rank0_done;
   std::shared_future<void> done = rank0_done.get_future().share();
   run_ranks(
@@ -522,6 +569,7 @@ TEST(ProcessGroupGloo, SkippedAllReduceTimesOutWithAClearMessage) {
 }
 
 TEST(ProcessGroupGloo, UnmatchedRecvTimesOut) {
+  if (kRanksAreProcesses) GTEST_SKIP() << "needs ranks as threads";
   std::promise<void> rank0_done;
   std::shared_future<void> done = rank0_done.get_future().share();
   run_ranks(
