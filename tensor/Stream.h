@@ -1,0 +1,163 @@
+// Stream and Event: asynchronous, ordered work on a device.
+//
+// A Stream is a FIFO work queue bound to a device, the CPU analogue of a CUDA
+// stream.  On a CPU logical device (cpu:0, cpu:1, ...) each stream is a worker
+// thread that runs the submitted closures one after another, in submission
+// order.  Every CPU device has a default (compute) stream and a copy stream;
+// create() makes more.  Order between streams is expressed with events: an
+// Event recorded on one stream completes when all work submitted to that
+// stream before the record has run; another stream's wait_event() makes its
+// later work wait for it.
+//
+// What a closure sees on the worker:
+//   - the submitting thread's thread-local state registered with
+//     register_stream_state() (//autograd registers GradMode, so forward ops
+//     submitted to cpu:1 record autograd history exactly as on the caller;
+//     backward then runs on the engine's device threads);
+//   - current_stream(device) == the stream that runs it;
+//   - the device's share of the intra-op threads: device_num_threads(device)
+//     (set_thread_num_threads is applied around every closure).
+//
+// Errors: an exception thrown by a closure is captured as a loom::Error naming
+// the stream; the stream then skips (does not run) every later closure until
+// the error has been reported by Stream::synchronize() or by synchronize() of
+// an event recorded after the failure (which rethrow it and clear it, so the
+// stream runs work again).  A stream that waits on an event whose work failed
+// takes the error over (its later work is skipped too), so a failure in one
+// pipeline stage reaches whoever synchronizes the last one.
+//
+// Memory: a closure owns what it captures; tensors captured by value stay
+// alive until the closure has run and been destroyed, so CPU streams need no
+// record_stream (the allocator cannot reuse their memory early).
+//
+// Lifetime: default and copy streams live for the whole process (their
+// threads are detached and never joined, so process exit does not wait on
+// them).  A stream from create() finishes its queued work and joins its thread
+// when its last handle goes away.
+//
+// CUDA: CUDA streams are not implemented yet; constructing any stream for a
+// cuda device throws loom::Error.  Streams do not survive fork(): a forked
+// child must not use streams its parent created.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "tensor/Device.h"
+
+namespace loom {
+
+namespace detail {
+struct StreamImpl;
+struct EventState;
+}  // namespace detail
+
+class Stream;
+Stream current_stream(Device device);
+
+// A point in a stream's work.  Copyable handle; a default-constructed Event
+// is already complete.
+class Event {
+ public:
+  Event() = default;
+  // True when the work the event waits for has run (successfully or not).
+  bool query() const;
+  // Blocks until query() is true; rethrows (as loom::Error naming the stream)
+  // the error of the work it waited for, if any.
+  void synchronize() const;
+  // Milliseconds from this event's completion to `later`'s.  Both must be
+  // complete (synchronize first) and recorded; throws loom::Error otherwise.
+  double elapsed_ms(const Event& later) const;
+  // The stream it was recorded on ("" for a default-constructed event).
+  std::string stream_name() const;
+
+ private:
+  friend class Stream;
+  std::shared_ptr<detail::EventState> state_;
+};
+
+class Stream {
+ public:
+  // The device's compute stream (one per device, lives for the process).
+  static Stream default_stream(Device device);
+  // The device's copy stream, for hand-over copies (one per device).
+  static Stream copy_stream(Device device);
+  // A new stream on `device`; its thread ends when the last handle goes.
+  static Stream create(Device device);
+  // All three throw loom::Error("CUDA streams are not implemented ...") for a
+  // cuda device.
+
+  Device device() const;
+  // "cpu:1 default stream", "cpu copy stream", "cpu:1 stream 3".
+  std::string name() const;
+
+  // Runs fn on the stream after all earlier work (unless an earlier closure
+  // failed and its error has not been reported yet: then fn is skipped).
+  // Throws loom::Error when fn is empty.
+  void submit(std::function<void()> fn) const;
+  // Work submitted after this call waits until `event` has completed.  An
+  // event of a failed stream passes its error on to this stream.
+  void wait_event(const Event& event) const;
+  // An event that completes once all work submitted so far has run.
+  Event record() const;
+  // Blocks until all submitted work has run; rethrows the first unreported
+  // error of this stream (loom::Error naming the stream) and clears it.
+  void synchronize() const;
+  // True when all work submitted so far has run.
+  bool query() const;
+
+  bool operator==(const Stream& other) const { return impl_ == other.impl_; }
+  bool operator!=(const Stream& other) const { return impl_ != other.impl_; }
+
+ private:
+  friend Stream current_stream(Device device);
+  friend class StreamGuard;
+  explicit Stream(std::shared_ptr<detail::StreamImpl> impl) : impl_(std::move(impl)) {}
+  static Stream from_impl(std::shared_ptr<detail::StreamImpl> impl) {
+    return Stream(std::move(impl));
+  }
+  std::shared_ptr<detail::StreamImpl> impl_;
+};
+
+// The calling thread's current stream for `device`: the innermost active
+// StreamGuard's stream for that device, else (inside a closure running on a
+// stream of that device) that stream, else default_stream(device).
+Stream current_stream(Device device);
+
+// Makes `stream` the current stream of its device on this thread for the
+// guard's lifetime.
+class StreamGuard {
+ public:
+  explicit StreamGuard(Stream stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Device device_;
+  std::shared_ptr<detail::StreamImpl> previous_;
+};
+
+// Intra-op threads a CPU device's stream workers use.  Default: an even share
+// of the process-wide get_num_threads() over the CPU devices in use (those up
+// to the highest CPU index any stream was created for, and at least two:
+// max(1, threads / max(2, highest_index + 1))), so cpu:0 and cpu:1 on a
+// 2-core machine each get one core.  set_device_num_threads overrides it for
+// one device (0 restores the default); n < 0 or a non-CPU device throws.
+void set_device_num_threads(Device device, int n);
+int device_num_threads(Device device);
+
+// Thread-local state a stream carries from the submitting thread to the
+// worker: get() runs at submit() on the submitting thread; set(value) runs on
+// the worker before the closure, and set(previous) after it.  Registered once
+// per process (static initialisers); //autograd registers GradMode.
+struct StreamStateHook {
+  std::function<int64_t()> get;
+  std::function<void(int64_t)> set;
+};
+void register_stream_state(StreamStateHook hook);
+
+}  // namespace loom

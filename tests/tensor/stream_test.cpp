@@ -1,0 +1,263 @@
+// Streams on CPU logical devices: order, events across devices, errors,
+// grad mode on the worker, intra-op thread share, lifetime.
+#include "tensor/Stream.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tests/TestUtil.h"
+
+namespace loom {
+namespace {
+
+using testing::AllClose;
+
+const Device kCpu0("cpu");
+const Device kCpu1("cpu:1");
+
+TEST(Stream, RunsSubmittedWorkInOrderOnItsOwnThread) {
+  Stream s = Stream::create(kCpu1);
+  std::vector<int> order;  // touched only by the worker until synchronize
+  std::thread::id worker;
+  for (int i = 0; i < 100; ++i)
+    s.submit([&order, &worker, i] {
+      if (i > 0) EXPECT_EQ(worker, std::this_thread::get_id());
+      worker = std::this_thread::get_id();
+      order.push_back(i);
+    });
+  s.synchronize();
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_NE(worker, std::this_thread::get_id());
+  EXPECT_TRUE(s.query());
+  EXPECT_EQ(s.device(), kCpu1);
+}
+
+TEST(Stream, DefaultAndCopyStreamsAreDistinctAndStable) {
+  EXPECT_EQ(Stream::default_stream(kCpu1), Stream::default_stream(kCpu1));
+  EXPECT_EQ(Stream::copy_stream(kCpu1), Stream::copy_stream(kCpu1));
+  EXPECT_NE(Stream::default_stream(kCpu1), Stream::copy_stream(kCpu1));
+  EXPECT_NE(Stream::default_stream(kCpu0), Stream::default_stream(kCpu1));
+  EXPECT_NE(Stream::create(kCpu0), Stream::create(kCpu0));
+  EXPECT_EQ(Stream::default_stream(kCpu1).name(), "cpu:1 default stream");
+  EXPECT_EQ(Stream::copy_stream(kCpu0).name(), "cpu copy stream");
+}
+
+TEST(Stream, WaitEventOrdersWorkAcrossTwoDevices) {
+  Stream producer = Stream::create(kCpu0);
+  Stream consumer = Stream::create(kCpu1);
+  std::atomic<bool> release{false};
+  std::atomic<bool> produced{false};
+  bool consumer_saw_product = false;
+  producer.submit([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    produced = true;
+  });
+  Event ready = producer.record();
+  consumer.wait_event(ready);
+  consumer.submit([&] { consumer_saw_product = produced.load(); });
+  Event consumed = consumer.record();
+  // Neither can finish while the producer is held.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_FALSE(ready.query());
+  EXPECT_FALSE(consumed.query());
+  EXPECT_FALSE(consumer.query());
+  release = true;
+  consumed.synchronize();
+  EXPECT_TRUE(ready.query());
+  EXPECT_TRUE(consumer_saw_product);
+}
+
+TEST(Stream, TensorHandOverBetweenDevicesWithEvents) {
+  Stream s0 = Stream::create(kCpu0);
+  Stream s1 = Stream::create(kCpu1);
+  Tensor x = arange(0, 6, 1, kFloat32).reshape({2, 3});
+  Tensor y0, y1, out;
+  s0.submit([&, x] { y0 = x * 2.0f; });
+  Event e0 = s0.record();
+  Stream copy = Stream::copy_stream(kCpu1);
+  copy.wait_event(e0);
+  copy.submit([&] { y1 = y0.to(kCpu1); });
+  s1.wait_event(copy.record());
+  s1.submit([&] { out = y1 + 1.0f; });
+  s1.synchronize();
+  EXPECT_EQ(out.device(), kCpu1);
+  EXPECT_TRUE(AllClose(out.to(kCpu0), x * 2.0f + 1.0f));
+}
+
+TEST(Stream, RecordQuerySynchronizeAndElapsed) {
+  Stream s = Stream::create(kCpu1);
+  Event start = s.record();
+  std::atomic<bool> release{false};
+  s.submit([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  Event end = s.record();
+  start.synchronize();
+  EXPECT_TRUE(start.query());
+  EXPECT_FALSE(end.query());
+  EXPECT_LOOM_ERROR(start.elapsed_ms(end), "complete");
+  release = true;
+  end.synchronize();
+  EXPECT_TRUE(end.query());
+  EXPECT_GE(start.elapsed_ms(end), 15.0);
+  EXPECT_EQ(end.stream_name(), s.name());
+  Event none;
+  EXPECT_TRUE(none.query());
+  none.synchronize();
+  EXPECT_LOOM_ERROR(none.elapsed_ms(end), "recorded");
+}
+
+TEST(Stream, ErrorIsRethrownBySynchronizeNamingTheStreamAndSkipsLaterWork) {
+  Stream s = Stream::create(kCpu1);
+  std::atomic<int> ran{0};
+  s.submit([&] { ++ran; });
+  s.submit([] { throw Error("closure failed on purpose"); });
+  s.submit([&] { ran += 10; });  // skipped
+  Event after = s.record();
+  s.submit([&] { ran += 100; });  // skipped
+  EXPECT_LOOM_ERROR(s.synchronize(), "closure failed on purpose", s.name());
+  EXPECT_EQ(ran.load(), 1);
+  // The event recorded after the failure carries it too.
+  EXPECT_LOOM_ERROR(after.synchronize(), "closure failed on purpose");
+  // Reported: the stream runs work again.
+  s.submit([&] { ran += 1000; });
+  s.synchronize();
+  EXPECT_EQ(ran.load(), 1001);
+  // Non-loom exceptions are wrapped too.
+  s.submit([] { throw std::runtime_error("plain runtime_error"); });
+  EXPECT_LOOM_ERROR(s.synchronize(), "plain runtime_error", "cpu:1 stream");
+}
+
+TEST(Stream, ErrorPassesThroughWaitEventToTheWaitingStream) {
+  Stream a = Stream::create(kCpu0);
+  Stream b = Stream::create(kCpu1);
+  std::atomic<bool> b_ran{false};
+  a.submit([] { throw Error("stage 0 failed"); });
+  b.wait_event(a.record());
+  b.submit([&] { b_ran = true; });
+  EXPECT_LOOM_ERROR(b.synchronize(), "stage 0 failed", a.name());
+  EXPECT_FALSE(b_ran.load());
+  EXPECT_LOOM_ERROR(a.synchronize(), "stage 0 failed");
+  a.synchronize();  // reported once
+  b.synchronize();
+}
+
+TEST(Stream, EmptyClosureAndCudaStreamsAreErrors) {
+  EXPECT_LOOM_ERROR(Stream::create(kCpu1).submit(nullptr), "empty");
+  EXPECT_LOOM_ERROR(Stream::create(Device("cuda:0")), "CUDA streams are not implemented",
+                    "cuda:0");
+  EXPECT_LOOM_ERROR(Stream::default_stream(Device("cuda:0")),
+                    "CUDA streams are not implemented");
+}
+
+TEST(Stream, GradModeIsCarriedAndForwardOnCpu1RecordsHistory) {
+  Tensor w = testing::random_leaf({3, 3}, 1);
+  Tensor x = testing::random_leaf({2, 3}, 2);
+  Tensor w1 = w.to(kCpu1);
+  Tensor x1, y1, y_nograd;
+  bool worker_grad_enabled = false;
+  Stream s = Stream::default_stream(kCpu1);
+  s.submit([&] {
+    worker_grad_enabled = autograd::GradMode::is_enabled();
+    x1 = x.to(kCpu1);
+    y1 = matmul(x1, w1).relu();
+  });
+  {
+    NoGradGuard no_grad;
+    s.submit([&] { y_nograd = matmul(x.to(kCpu1), w1); });
+  }
+  s.synchronize();
+  EXPECT_TRUE(worker_grad_enabled);
+  EXPECT_TRUE(y1.requires_grad());
+  EXPECT_FALSE(y_nograd.requires_grad());
+  Tensor loss = y1.sum().to(kCpu0);
+  loss.backward();
+  Tensor expected_w = w.detach().requires_grad_();
+  Tensor expected_x = x.detach().requires_grad_();
+  matmul(expected_x, expected_w).relu().sum().backward();
+  EXPECT_TRUE(AllClose(w.grad(), expected_w.grad()));
+  EXPECT_TRUE(AllClose(x.grad(), expected_x.grad()));
+}
+
+TEST(Stream, CurrentStreamAndGuard) {
+  EXPECT_EQ(current_stream(kCpu1), Stream::default_stream(kCpu1));
+  Stream s = Stream::create(kCpu1);
+  {
+    StreamGuard guard(s);
+    EXPECT_EQ(current_stream(kCpu1), s);
+    EXPECT_EQ(current_stream(kCpu0), Stream::default_stream(kCpu0));
+  }
+  EXPECT_EQ(current_stream(kCpu1), Stream::default_stream(kCpu1));
+  bool inside = false;
+  s.submit([&] { inside = current_stream(kCpu1) == s; });
+  s.synchronize();
+  EXPECT_TRUE(inside);
+}
+
+TEST(Stream, EachCpuDeviceGetsItsShareOfIntraOpThreads) {
+  const int total = get_num_threads();
+  const int share = device_num_threads(kCpu1);
+  EXPECT_GE(share, 1);
+  EXPECT_EQ(share, std::max(1, total / 2));  // cpu:0 and cpu:1 in use
+  int seen = 0;
+  Stream s = Stream::create(kCpu1);
+  s.submit([&] { seen = get_num_threads(); });
+  s.synchronize();
+  EXPECT_EQ(seen, share);
+  set_device_num_threads(kCpu1, 3);
+  s.submit([&] { seen = get_num_threads(); });
+  s.synchronize();
+  EXPECT_EQ(seen, 3);
+  set_device_num_threads(kCpu1, 0);
+  EXPECT_EQ(device_num_threads(kCpu1), share);
+  EXPECT_LOOM_ERROR(set_device_num_threads(kCpu1, -1), "-1");
+  EXPECT_LOOM_ERROR(device_num_threads(Device("cuda:0")), "CPU device");
+}
+
+TEST(Stream, CreatedStreamFinishesQueuedWorkWhenDropped) {
+  std::atomic<int> ran{0};
+  {
+    Stream s = Stream::create(kCpu1);
+    for (int i = 0; i < 10; ++i)
+      s.submit([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ++ran;
+      });
+  }  // joins after draining
+  EXPECT_EQ(ran.load(), 10);
+  // A closure that holds the last handle to its own stream releases it on
+  // the stream's worker; that must neither deadlock nor crash.
+  std::atomic<bool> done{false};
+  {
+    Stream s = Stream::create(kCpu1);
+    s.submit([s, &done] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      done = true;
+    });
+  }
+  for (int i = 0; i < 2000 && !done.load(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(done.load());
+}
+
+TEST(Stream, ProcessExitWithBusyDefaultStreamsDoesNotHang) {
+  // Fork a child that leaves work queued on process-lifetime streams and
+  // returns from main-like code: it must exit promptly.
+  EXPECT_EXIT(
+      {
+        Stream s = Stream::default_stream(Device("cpu:2"));
+        s.submit([] { std::this_thread::sleep_for(std::chrono::milliseconds(10)); });
+        s.submit([] { std::this_thread::sleep_for(std::chrono::seconds(100)); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace
+}  // namespace loom
