@@ -1,0 +1,6 @@
+// loom::pipeline: Pipe (micro-batch pipelines over devices) and the balance
+// helpers.  Link //pipeline.
+#pragma once
+
+#include "pipeline/Balance.h"
+#include "pipeline/Pipe.h"

@@ -1,0 +1,273 @@
+// pipeline::Pipe on CPU logical devices: same outputs, loss and gradients as
+// the single-device run for every micro-batch split and both schedules;
+// stages overlap in time; batch norm per micro-batch; bad input errors.
+#include "pipeline/Pipe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "tests/TestUtil.h"
+
+namespace loom {
+namespace {
+
+using pipeline::Pipe;
+using pipeline::PipeOptions;
+using pipeline::Schedule;
+
+const Device kCpu0("cpu");
+const Device kCpu1("cpu:1");
+
+// max |a - b| / max |b|: the error measure of the "max relative error".
+double max_rel_error(const Tensor& actual, const Tensor& expected) {
+  EXPECT_EQ(actual.sizes(), expected.sizes());
+  const auto a = actual.to_vector<double>();
+  const auto b = expected.to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+nn::Sequential small_net() {
+  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(2, 3, 3).padding(1)), nn::ReLU(),
+                        nn::Flatten(), nn::Linear(3 * 4 * 4, 16), nn::ReLU(),
+                        nn::Linear(16, 4));
+}
+
+nn::Sequential clone_of(const nn::Sequential& net) {
+  return nn::Sequential(std::dynamic_pointer_cast<nn::SequentialImpl>(net->clone()));
+}
+
+struct Split {
+  int64_t chunks;
+  int64_t split_size;  // 0: use chunks
+};
+
+class PipeEquivalence : public ::testing::TestWithParam<std::tuple<Split, Schedule>> {};
+
+TEST_P(PipeEquivalence, OutputLossAndGradientsEqualSingleDevice) {
+  const Split split = std::get<0>(GetParam());
+  const Schedule schedule = std::get<1>(GetParam());
+  Generator gen(7);
+  const Tensor input = randn({7, 2, 4, 4}, {}, &gen);
+  const Tensor target = randn({7, 4}, {}, &gen);
+
+  nn::Sequential net = small_net();
+  nn::Sequential ref = clone_of(net);
+  Tensor ref_out = ref->forward(input);
+  Tensor ref_loss = mse_loss(ref_out, target);
+  ref_loss.backward();
+
+  PipeOptions options({kCpu0, kCpu1});
+  options.schedule(schedule).balance({3, 3});
+  if (split.split_size > 0)
+    options.split_size(split.split_size);
+  else
+    options.chunks(split.chunks);
+  Pipe pipe(net, options);
+  EXPECT_EQ(net[0]->parameters()[0].device(), kCpu0);
+  EXPECT_EQ(net[5]->parameters()[0].device(), kCpu1);
+
+  Tensor out = pipe->forward(input);
+  EXPECT_EQ(out.device(), kCpu1);
+  EXPECT_LE(max_rel_error(out.to(kCpu0), ref_out), 1e-5);
+
+  Tensor loss = pipe->train_step(input, target, [](const Tensor& o, const Tensor& t) {
+    return mse_loss(o, t);
+  });
+  EXPECT_EQ(loss.device(), kCpu1);
+  EXPECT_FALSE(loss.requires_grad());
+  EXPECT_LE(max_rel_error(loss.to(kCpu0), ref_loss), 1e-5);
+
+  const auto params = net->parameters();
+  const auto ref_params = ref->parameters();
+  ASSERT_EQ(params.size(), ref_params.size());
+  ASSERT_EQ(pipe->parameters().size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(params[i].grad().defined()) << "parameter " << i;
+    EXPECT_EQ(params[i].grad().device(), params[i].device());
+    EXPECT_LE(max_rel_error(params[i].grad().to(kCpu0), ref_params[i].grad()), 1e-5)
+        << "parameter " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Splits, PipeEquivalence,
+    ::testing::Combine(::testing::Values(Split{1, 0}, Split{2, 0}, Split{3, 0}, Split{0, 1},
+                                         Split{0, 3}, Split{0, 20}),
+                       ::testing::Values(Schedule::kGPipe, Schedule::kOneFOneB)));
+
+TEST(Pipe, SplitsLikeChunkAndSplit) {
+  Pipe by_chunks(small_net(), PipeOptions({kCpu0, kCpu1}).chunks(3));
+  auto pieces = by_chunks->split(zeros({7, 2}));
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].size(0), 3);
+  EXPECT_EQ(pieces[2].size(0), 1);
+  Pipe by_size(small_net(), PipeOptions({kCpu0, kCpu1}).split_size(3));
+  pieces = by_size->split(zeros({8, 2}));
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[2].size(0), 2);
+  EXPECT_EQ(by_size->balance(), (std::vector<int64_t>{3, 3}));
+  // Even split: the first stages take the remainder.
+  nn::Sequential seven;
+  for (int i = 0; i < 7; ++i) seven->push_back(nn::ReLU());
+  Pipe three(seven, PipeOptions({kCpu0, kCpu1, Device("cpu:2")}));
+  EXPECT_EQ(three->balance(), (std::vector<int64_t>{3, 2, 2}));
+  EXPECT_EQ(three->num_stages(), 3);
+}
+
+TEST(Pipe, ThreeStagesAndGradcheckThroughThePipe) {
+  nn::Sequential net(nn::Linear(3, 5), nn::ReLU(), nn::Linear(5, 4), nn::Linear(4, 2));
+  net->to(kFloat64);
+  Pipe pipe(net, PipeOptions({kCpu0, kCpu1, Device("cpu:2")}).balance({1, 2, 1}).chunks(2));
+  Tensor x = testing::random_leaf({5, 3}, 3);
+  EXPECT_TRUE(testing::GradOk([&](const std::vector<Tensor>& in) { return pipe->forward(in[0]); },
+                              {x}));
+}
+
+// A layer that sleeps: stands for compute without needing free cores.
+class SleepImpl : public nn::Module {
+ public:
+  explicit SleepImpl(int ms) : nn::Module("Sleep"), ms_(ms) {}
+  Tensor forward(const Tensor& x) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    return x * 1.0f;
+  }
+
+ private:
+  int ms_;
+};
+
+TEST(Pipe, StagesOverlapInTime) {
+  constexpr int kMs = 25;
+  constexpr int kChunks = 6;
+  nn::Sequential net;
+  net->push_back(std::make_shared<SleepImpl>(kMs));
+  net->push_back(std::make_shared<SleepImpl>(kMs));
+  Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).chunks(kChunks));
+  Tensor x = ones({kChunks, 2});
+  pipe->forward(x);  // warm the stream threads
+  const auto start = std::chrono::steady_clock::now();
+  Tensor y = pipe->forward(x);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double serial = kChunks * 2.0 * kMs;  // ideal pipelined: (kChunks + 1) * kMs
+  EXPECT_LT(ms, 0.8 * serial) << "pipelined " << ms << " ms vs serial " << serial << " ms";
+  EXPECT_TRUE(testing::AllClose(y.to(kCpu0), x));
+}
+
+TEST(Pipe, BatchNormUsesPerMicroBatchStatistics) {
+  nn::Sequential net(nn::Linear(3, 4), nn::BatchNorm1d(4), nn::ReLU(), nn::Linear(4, 2));
+  nn::Sequential ref = clone_of(net);
+  Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).balance({2, 2}).split_size(4));
+  Generator gen(3);
+  Tensor x = randn({10, 3}, {}, &gen);
+  Tensor out = pipe->forward(x);
+  std::vector<Tensor> expected;
+  for (const Tensor& piece : x.split(4, 0)) expected.push_back(ref->forward(piece));
+  EXPECT_LE(max_rel_error(out.to(kCpu0), cat(expected, 0)), 1e-5);
+  // Running statistics were updated once per micro-batch, like the reference.
+  auto bn = net->at<nn::BatchNorm1dImpl>(1);
+  auto ref_bn = ref->at<nn::BatchNorm1dImpl>(1);
+  EXPECT_LE(max_rel_error(bn->running_mean, ref_bn->running_mean), 1e-5);
+  EXPECT_LE(max_rel_error(bn->running_var, ref_bn->running_var), 1e-5);
+}
+
+TEST(Pipe, NoGradForwardRecordsNoHistory) {
+  Pipe pipe(small_net(), PipeOptions({kCpu0, kCpu1}).chunks(2));
+  NoGradGuard no_grad;
+  Tensor y = pipe->forward(randn({4, 2, 4, 4}));
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_LOOM_ERROR(pipe->train_step(randn({4, 2, 4, 4}), randn({4, 4}),
+                                     [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); }),
+                    "grad mode");
+}
+
+// Returns its input moved to a fixed device: the wrong device on stage 1.
+class MoveToImpl : public nn::Module {
+ public:
+  explicit MoveToImpl(Device d) : nn::Module("MoveTo"), device_(d) {}
+  Tensor forward(const Tensor& x) override { return x.to(device_); }
+
+ private:
+  Device device_;
+};
+
+class FailImpl : public nn::Module {
+ public:
+  FailImpl() : nn::Module("Fail") {}
+  Tensor forward(const Tensor&) override { throw Error("layer failed on purpose"); }
+};
+
+TEST(Pipe, StageReturningTheWrongDeviceIsAnError) {
+  nn::Sequential net(nn::Linear(2, 2));
+  net->push_back(std::make_shared<MoveToImpl>(kCpu0));
+  Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).chunks(2));
+  EXPECT_LOOM_ERROR(pipe->forward(ones({4, 2})), "stage 1", "placed on cpu:1",
+                    "returned a tensor on cpu", "micro-batch 0");
+  // The streams recovered: a good pipe on the same devices works.
+  Pipe good(nn::Sequential(nn::Linear(2, 2), nn::Linear(2, 2)), PipeOptions({kCpu0, kCpu1}));
+  EXPECT_EQ(good->forward(ones({4, 2})).device(), kCpu1);
+}
+
+TEST(Pipe, ErrorInAStageReachesTheCaller) {
+  nn::Sequential net;
+  net->push_back(std::make_shared<FailImpl>());
+  net->push_back(nn::Linear(2, 2).ptr());
+  Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).chunks(3));
+  EXPECT_LOOM_ERROR(pipe->forward(ones({6, 2})), "layer failed on purpose", "stage 0",
+                    "cpu default stream");
+  PipeOptions one_f_one_b({kCpu0, kCpu1});
+  one_f_one_b.chunks(3).schedule(Schedule::kOneFOneB);
+  Pipe pipe2(net, one_f_one_b);
+  EXPECT_LOOM_ERROR(pipe2->train_step(ones({6, 2}), ones({6, 2}),
+                                      [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); }),
+                    "layer failed on purpose");
+  Pipe good(nn::Sequential(nn::Linear(2, 2), nn::Linear(2, 2)), PipeOptions({kCpu0, kCpu1}));
+  EXPECT_EQ(good->forward(ones({4, 2})).device(), kCpu1);
+}
+
+TEST(Pipe, BadOptionsAreClearErrors) {
+  auto net = [] { return nn::Sequential(nn::Linear(2, 2), nn::ReLU(), nn::Linear(2, 2)); };
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0, kCpu1}).balance({1, 1})), "balance [1, 1]",
+                    "sums to 2", "3 layers");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0, kCpu1}).balance({3})), "1 stages",
+                    "2 devices");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0, kCpu1}).balance({3, 0})), "balance[1] = 0");
+  EXPECT_LOOM_ERROR(
+      Pipe(net(), PipeOptions({kCpu0, kCpu1, Device("cpu:2"), Device("cpu:3")})),
+      "more devices (4", "than layers (3)");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions()), "at least one device");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).chunks(0)), "chunks must be >= 1, got 0");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).split_size(0)),
+                    "split_size must be >= 1, got 0");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).split_size(-2)),
+                    "split_size must be >= 1, got -2");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).split_size(2).chunks(2)), "not both");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({Device("cuda:0")})), "cuda:0",
+                    "CUDA streams are not implemented");
+  EXPECT_LOOM_ERROR(
+      Pipe(net(), PipeOptions({kCpu0}).checkpoint(pipeline::Checkpoint::kAlways)),
+      "not supported yet");
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).deferred_batch_norm(true)),
+                    "deferred_batch_norm", "not supported yet");
+  EXPECT_LOOM_ERROR(Pipe(nn::Sequential(), PipeOptions({kCpu0})), "no layers");
+
+  Pipe pipe(net(), PipeOptions({kCpu0, kCpu1}));
+  EXPECT_LOOM_ERROR(pipe->to(kCpu1), "cannot move a pipe");
+  EXPECT_LOOM_ERROR(pipe->forward(Tensor()), "undefined");
+  EXPECT_LOOM_ERROR(pipe->forward(ones({})), "batch dimension");
+  EXPECT_LOOM_ERROR(
+      pipe->train_step(ones({4, 2}), ones({3, 2}),
+                       [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); }),
+      "4 rows");
+  EXPECT_LOOM_ERROR(pipe->train_step(ones({4, 2}), ones({4, 2}), nullptr), "loss_fn");
+}
+
+}  // namespace
+}  // namespace loom
