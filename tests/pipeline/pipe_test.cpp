@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <thread>
 
 #include "tests/TestUtil.h"
@@ -159,6 +160,93 @@ TEST(Pipe, StagesOverlapInTime) {
   const double serial = kChunks * 2.0 * kMs;  // ideal pipelined: (kChunks + 1) * kMs
   EXPECT_LT(ms, 0.8 * serial) << "pipelined " << ms << " ms vs serial " << serial << " ms";
   EXPECT_TRUE(testing::AllClose(y.to(kCpu0), x));
+}
+
+// Sleeps in forward and, through a hook on its output, in backward.
+class SleepBothWaysImpl : public nn::Module {
+ public:
+  explicit SleepBothWaysImpl(int ms) : nn::Module("SleepBothWays"), ms_(ms) {}
+  Tensor forward(const Tensor& x) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    Tensor y = x * 1.0f;
+    const int ms = ms_;
+    y.register_hook([ms](const Tensor&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return Tensor();
+    });
+    return y;
+  }
+
+ private:
+  int ms_;
+};
+
+TEST(Pipe, BackwardIsPipelinedToo) {
+  constexpr int kMs = 20;
+  constexpr int kChunks = 6;
+  nn::Sequential net;
+  net->push_back(std::make_shared<SleepBothWaysImpl>(kMs));
+  net->push_back(std::make_shared<SleepBothWaysImpl>(kMs));
+  Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).chunks(kChunks));
+  Tensor x = ones({kChunks, 2}).requires_grad_();
+  pipe->forward(x).sum().backward();  // warm-up
+  x.set_grad(Tensor());
+  const auto start = std::chrono::steady_clock::now();
+  pipe->forward(x).sum().backward();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double serial = 2 * kChunks * 2.0 * kMs;  // forward + backward, one stage at a time
+  EXPECT_LT(ms, 0.8 * serial) << "pipelined " << ms << " ms vs serial " << serial << " ms";
+  EXPECT_TRUE(testing::AllClose(x.grad(), ones({kChunks, 2})));
+}
+
+// Counts its outputs whose gradient has not arrived yet: the activations a
+// schedule keeps alive.
+struct LiveCounter {
+  std::mutex mutex;
+  int live = 0;
+  int peak = 0;
+};
+class CountLiveImpl : public nn::Module {
+ public:
+  explicit CountLiveImpl(std::shared_ptr<LiveCounter> c) : nn::Module("CountLive"), c_(c) {}
+  Tensor forward(const Tensor& x) override {
+    Tensor y = x * 1.0f;
+    {
+      std::lock_guard<std::mutex> lock(c_->mutex);
+      c_->peak = std::max(c_->peak, ++c_->live);
+    }
+    auto c = c_;
+    y.register_hook([c](const Tensor&) {
+      std::lock_guard<std::mutex> lock(c->mutex);
+      --c->live;
+      return Tensor();
+    });
+    return y;
+  }
+
+ private:
+  std::shared_ptr<LiveCounter> c_;
+};
+
+TEST(Pipe, OneFOneBBoundsLiveMicroBatchesByTheStageCount) {
+  constexpr int kChunks = 6;
+  for (Schedule schedule : {Schedule::kGPipe, Schedule::kOneFOneB}) {
+    auto counter = std::make_shared<LiveCounter>();
+    nn::Sequential net;
+    net->push_back(std::make_shared<CountLiveImpl>(counter));
+    net->push_back(nn::Linear(2, 3).ptr());
+    net->push_back(nn::Linear(3, 2).ptr());
+    Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).chunks(kChunks).schedule(schedule));
+    Tensor x = ones({kChunks, 2}).requires_grad_();
+    pipe->train_step(x, zeros({kChunks, 2}),
+                     [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); });
+    EXPECT_EQ(counter->live, 0);
+    if (schedule == Schedule::kGPipe)
+      EXPECT_EQ(counter->peak, kChunks) << "fill-drain holds every micro-batch";
+    else
+      EXPECT_LE(counter->peak, 2) << "1F1B holds at most stages (2) micro-batches";
+  }
 }
 
 TEST(Pipe, BatchNormUsesPerMicroBatchStatistics) {
