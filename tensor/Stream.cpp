@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include "tensor/Error.h"
 #include "tensor/Parallel.h"
 
@@ -70,9 +73,15 @@ struct StreamImpl {
   std::shared_ptr<StreamQueue> queue;
   std::thread thread;
   bool owned = false;  // created (joined on destruction) vs process-lifetime
+  pid_t pid = ::getpid();  // the process whose thread serves it
 
   ~StreamImpl() {
     if (!owned || !thread.joinable()) return;
+    if (::getpid() != pid) {
+      // A forked child: the worker thread does not exist here.
+      thread.detach();
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(queue->mutex);
       queue->stop = true;
@@ -226,14 +235,30 @@ std::shared_ptr<StreamImpl> make_impl(Device device, std::string name, bool owne
   return impl;
 }
 
+// The default and copy streams.  Leaked on purpose: their workers live for
+// the whole process and are never joined, so exit does not wait on them.  A
+// forked child starts with an empty registry (its parent's workers do not
+// exist in it), so it gets fresh streams on first use.
+struct ProcessStreams {
+  std::mutex mutex;
+  std::map<std::pair<Device, int>, std::shared_ptr<StreamImpl>> streams;
+};
+std::atomic<ProcessStreams*> g_process_streams{new ProcessStreams()};
+
+void reset_process_streams_in_child() {
+  g_process_streams.store(new ProcessStreams());  // the old one is leaked
+}
+
+const bool g_atfork_registered = [] {
+  pthread_atfork(nullptr, nullptr, reset_process_streams_in_child);
+  return true;
+}();
+
 std::shared_ptr<StreamImpl> process_stream(Device device, int kind) {
   check_device(device);
-  static std::mutex mutex;
-  // Leaked on purpose: these workers live for the whole process and are
-  // never joined, so exit does not wait on them.
-  static auto* streams = new std::map<std::pair<Device, int>, std::shared_ptr<StreamImpl>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = (*streams)[{device, kind}];
+  ProcessStreams& registry = *g_process_streams.load();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  auto& slot = registry.streams[{device, kind}];
   if (!slot)
     slot = make_impl(device, device.str() + (kind == 0 ? " default stream" : " copy stream"),
                      false);

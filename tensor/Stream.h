@@ -35,9 +35,15 @@
 // them).  A stream from create() finishes its queued work and joins its thread
 // when its last handle goes away.
 //
+// fork(): worker threads do not survive it.  In a forked child,
+// default_stream()/copy_stream() return fresh streams (new workers); streams
+// from create() in the parent must not be used there (dropping them is safe).
+//
+// Do not synchronize a stream (or run a Pipe) from inside a closure running
+// on that same stream: it would wait for itself.
+//
 // CUDA: CUDA streams are not implemented yet; constructing any stream for a
-// cuda device throws loom::Error.  Streams do not survive fork(): a forked
-// child must not use streams its parent created.
+// cuda device throws loom::Error.
 #pragma once
 
 #include <chrono>

@@ -245,6 +245,38 @@ TEST(Stream, CreatedStreamFinishesQueuedWorkWhenDropped) {
   EXPECT_TRUE(done.load());
 }
 
+TEST(Stream, ConcurrentSubmittersKeepTheirOwnOrder) {
+  Stream s = Stream::create(kCpu0);
+  constexpr int kThreads = 4, kEach = 200;
+  std::vector<std::vector<int>> seen(kThreads);  // written by the worker only
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) s.submit([&seen, t, i] { seen[t].push_back(i); });
+    });
+  for (auto& th : threads) th.join();
+  s.synchronize();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(seen[t].size(), static_cast<size_t>(kEach));
+    for (int i = 0; i < kEach; ++i) EXPECT_EQ(seen[t][i], i);
+  }
+}
+
+TEST(Stream, ForkedChildGetsFreshDefaultStreams) {
+  // The parent's cpu:1 default stream has a worker; the child's must be new.
+  Stream::default_stream(kCpu1).submit([] {});
+  Stream::default_stream(kCpu1).synchronize();
+  EXPECT_EXIT(
+      {
+        int value = 0;
+        Stream s = Stream::default_stream(kCpu1);
+        s.submit([&] { value = 42; });
+        s.synchronize();
+        std::exit(value == 42 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Stream, ProcessExitWithBusyDefaultStreamsDoesNotHang) {
   // Fork a child that leaves work queued on process-lifetime streams and
   // returns from main-like code: it must exit promptly.
