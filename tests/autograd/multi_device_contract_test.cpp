@@ -100,6 +100,49 @@ TEST(MultiDeviceContract, MixedDeviceInputsNameBothDevices) {
   Tensor img = ones({1, 1, 4, 4});
   Tensor kernel = ones({1, 1, 3, 3}, TensorOptions().device(kCpu1));
   EXPECT_LOOM_ERROR(conv2d(img, kernel), "cpu", "cpu:1");
+  // Every other op with two or more tensor inputs.
+  Tensor idx0 = zeros({2}, kInt64);
+  Tensor idx1 = zeros({2}, TensorOptions(kInt64).device(kCpu1));
+  Tensor square1 = ones({3, 3}, TensorOptions().device(kCpu1));
+  Tensor square0 = ones({3, 3});
+  EXPECT_LOOM_ERROR(a - b, "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(a / b, "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(pow(a, b), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(maximum(a, b), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(minimum(a, b), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(where(a.gt(0.0), a, b), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(where(b.gt(0.0), a, a), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(a.lt(b), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(mm(square0, square1), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(bmm(ones({1, 3, 3}), ones({1, 3, 3}, TensorOptions().device(kCpu1))),
+                    "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(linear(ones({2, 3}), square0, ones({3}, TensorOptions().device(kCpu1))),
+                    "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(stack({a, b}), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(index_select(square0, 0, idx1), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(index_add(square0, 0, idx0, ones({2, 3}, TensorOptions().device(kCpu1))),
+                    "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(gather(square0, 0, zeros({3, 3}, TensorOptions(kInt64).device(kCpu1))),
+                    "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(
+      scatter_add(square0, 0, zeros({3, 3}, kInt64), ones({3, 3}, TensorOptions().device(kCpu1))),
+      "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(cross_entropy(ones({2, 3}), idx1), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(nll_loss(ones({2, 3}), idx1), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(embedding(square1, idx0), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(batch_norm(ones({2, 3}), Tensor(), Tensor(),
+                               ones({3}, TensorOptions().device(kCpu1)), Tensor(), true),
+                    "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(batch_norm(ones({2, 3}), zeros({3}, TensorOptions().device(kCpu1)),
+                               ones({3}), Tensor(), Tensor(), true),
+                    "cpu", "cpu:1");
+  Tensor leaf = ones({2, 3});
+  EXPECT_LOOM_ERROR(leaf.add_(b), "cpu", "cpu:1");
+  EXPECT_LOOM_ERROR(leaf.mul_(b), "cpu", "cpu:1");
+  // copy_ is the in-place way across devices: allowed.
+  leaf.copy_(b * 2.0f);
+  EXPECT_EQ(leaf.device(), kCpu0);
+  EXPECT_TRUE(AllClose(leaf, full({2, 3}, 2.0f)));
   // Two non-default devices, both named.
   Tensor c = ones({2, 3}, TensorOptions().device(Device("cpu:2")));
   EXPECT_LOOM_ERROR(b - c, "cpu:1", "cpu:2");
