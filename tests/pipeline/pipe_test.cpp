@@ -131,6 +131,29 @@ TEST(Pipe, ThreeStagesAndGradcheckThroughThePipe) {
                               {x}));
 }
 
+TEST(Pipe, RepeatedDevicesAndInputOnAnotherDevice) {
+  Generator gen(5);
+  const Tensor x = randn({5, 2, 4, 4}, {}, &gen);
+  nn::Sequential net = small_net();
+  nn::Sequential ref = clone_of(net);
+  const Tensor expected = ref->forward(x).detach();
+  // Both stages on one device (one stream runs both), then on cpu:1 and
+  // cpu:2 with the input left on cpu:0: the input's gradient comes back.
+  Pipe same(net, PipeOptions({kCpu1, kCpu1}).chunks(2));
+  EXPECT_LE(max_rel_error(same->forward(x).to(kCpu0), expected), 1e-5);
+  Pipe other(net, PipeOptions({kCpu1, Device("cpu:2")}).split_size(2));
+  Tensor leaf = x.detach().requires_grad_();
+  Tensor out = other->forward(leaf);
+  EXPECT_EQ(out.device(), Device("cpu:2"));
+  EXPECT_LE(max_rel_error(out.to(kCpu0), expected), 1e-5);
+  out.sum().backward();
+  Tensor ref_leaf = x.detach().requires_grad_();
+  ref->forward(ref_leaf).sum().backward();
+  ASSERT_TRUE(leaf.grad().defined());
+  EXPECT_EQ(leaf.grad().device(), kCpu0);
+  EXPECT_LE(max_rel_error(leaf.grad(), ref_leaf.grad()), 1e-5);
+}
+
 // A layer that sleeps: stands for compute without needing free cores.
 class SleepImpl : public nn::Module {
  public:
