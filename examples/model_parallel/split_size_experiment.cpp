@@ -1,0 +1,340 @@
+// The experiment of PyTorch's "Single-Machine Model Parallel Best Practices":
+// how long ResNet-50 takes to train on one device, split over two devices
+// (model parallel), and pipelined over them, and how the pipeline's speed
+// depends on split_size.
+//
+//   bazel run -c opt //examples/model_parallel:split_size_experiment -- \
+//       --image-size 64 --batch-size 32               # a 2-core CPU
+//   bazel run //examples/model_parallel:split_size_experiment -- --quick  # smoke run
+//
+// One run (the tutorial's train(model)): num_batches steps of MSELoss against
+// one-hot labels + SGD(lr 0.001) on random images, model.train(True).  Each
+// configuration is timed --repeats times after --warmup untimed runs; the
+// table shows mean ± std seconds (population std, as numpy.std) and the
+// speed-up over the single-device run.  The random batches are made before
+// the clock starts, so the times measure the model only.
+//
+// Rows: single-device (devices[0], --single-threads intra-op threads), model
+// parallel, pipelined at --pipelined-split, then the sweep over
+// --split-sizes for the plain pipeline (PipelineParallelResNet50) and the
+// stream pipeline (StreamPipelineResNet50).  On CPU logical devices each device
+// gets --threads-per-device intra-op threads, so the default compares one core
+// against two devices of one core each.
+//
+// Output in --out-dir (default bench/split_size/out in the workspace):
+//   results.csv      mode,split_size,mean_s,std_s,speedup,times_s (every row)
+//   modes.csv        the bar chart's three bars
+//   split_sizes.csv  split_size, plain and stream pipeline mean/std
+//   modes.png, split_size.png  the tutorial's two figures, drawn by gnuplot
+//   with bench/split_size/{modes,split_size}.gp when gnuplot is installed.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "examples/common/ProgressBar.h"
+#include "examples/model_parallel/Devices.h"
+#include "examples/model_parallel/ModelParallelResNet50.h"
+#include "examples/model_parallel/PipelineParallelResNet50.h"
+#include "examples/model_parallel/StreamPipelineResNet50.h"
+#include "loom.h"
+#include "tensor/Stream.h"
+
+using namespace loom;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Flags {
+  std::string devices = "cpu:0,cpu:1";
+  int64_t image_size = 128;
+  int64_t batch_size = 120;
+  int64_t num_batches = 3;
+  int64_t num_classes = 1000;
+  int64_t repeats = 10;
+  int64_t warmup = 1;
+  std::string split_sizes = "1,3,5,8,10,12,20,40,60";
+  int64_t pipelined_split = 20;
+  int threads_per_device = 1;
+  int single_threads = 1;
+  std::string out_dir;
+  uint64_t seed = 0;
+  bool quick = false;
+  bool no_plot = false;
+};
+
+struct Batch {
+  Tensor images;  // (B, 3, H, W)
+  Tensor labels;  // (B, num_classes) one-hot
+};
+
+struct Row {
+  std::string mode;     // single, model_parallel, pipelined, pipeline, stream_pipeline
+  int64_t split_size;   // 0: no split
+  std::vector<double> times;
+  double mean = 0, std = 0;
+};
+
+// The tutorial's random batches: one set of one-hot indices, fresh images.
+std::vector<Batch> make_batches(const Flags& f) {
+  Generator gen(f.seed + 1);
+  const Tensor indices = randint(0, f.num_classes, {f.batch_size}, kInt64, &gen);
+  const auto idx = indices.to_vector<int64_t>();
+  std::vector<Batch> batches;
+  for (int64_t b = 0; b < f.num_batches; ++b) {
+    Batch batch;
+    batch.images = randn({f.batch_size, 3, f.image_size, f.image_size}, {}, &gen);
+    batch.labels = zeros({f.batch_size, f.num_classes});
+    float* l = batch.labels.data_ptr<float>();
+    for (int64_t i = 0; i < f.batch_size; ++i) l[i * f.num_classes + idx[i]] = 1;
+    batches.push_back(batch);
+  }
+  return batches;
+}
+
+// The tutorial's train(model).
+void train(nn::Module& model, const std::vector<Batch>& batches, Device input_device) {
+  model.train(true);
+  optim::SGD optimizer(model.parameters(), optim::SGDOptions(0.001));
+  for (const Batch& batch : batches) {
+    optimizer.zero_grad();
+    Tensor outputs = model.forward(batch.images.to(input_device));
+    Tensor labels = batch.labels.to(outputs.device());
+    mse_loss(outputs, labels).backward();
+    optimizer.step();
+  }
+}
+
+Row measure(const std::string& mode, int64_t split_size, nn::Module& model,
+            const std::vector<Batch>& batches, Device input_device, const Flags& f) {
+  Row row{mode, split_size, {}};
+  for (int64_t i = 0; i < f.warmup; ++i) train(model, batches, input_device);
+  for (int64_t i = 0; i < f.repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    train(model, batches, input_device);
+    row.times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  for (double t : row.times) row.mean += t / row.times.size();
+  for (double t : row.times) row.std += (t - row.mean) * (t - row.mean) / row.times.size();
+  row.std = std::sqrt(row.std);
+  std::printf("  %-16s split %-4s %8.3f s ± %.3f\n", mode.c_str(),
+              split_size > 0 ? std::to_string(split_size).c_str() : "-", row.mean, row.std);
+  std::fflush(stdout);
+  return row;
+}
+
+// Sets the intra-op threads: process default (main and autograd engine
+// threads) and, on CPU logical devices, each device's stream workers.
+void use_threads(int threads, const std::vector<Device>& devices) {
+  set_num_threads(threads);
+  for (const Device& d : devices)
+    if (d.is_cpu()) set_device_num_threads(d, threads);
+}
+
+// Writes `text` to `path` through a temporary file, so a failed run never
+// leaves half a file where a good one was.
+void write_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    LOOM_CHECK(out.good(), "split_size_experiment: cannot write ", tmp.string());
+    out << text;
+    out.close();
+    LOOM_CHECK(out.good(), "split_size_experiment: failed writing ", tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// "cpu:0" rather than Device::str()'s "cpu", so the two devices read alike.
+std::string device_name(const Device& d) {
+  return d.is_cpu() ? "cpu:" + std::to_string(d.index) : d.str();
+}
+
+bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+int run(const Flags& f) {
+  const std::vector<Device> devices = examples::parse_devices(f.devices, 2, "--devices");
+  const std::vector<int64_t> splits = examples::parse_positive_list(f.split_sizes, "--split-sizes");
+  LOOM_CHECK(f.image_size >= 32, "--image-size: ResNet-50 needs at least 32 pixels, got ", f.image_size);
+  LOOM_CHECK(f.pipelined_split >= 1, "--pipelined-split: must be positive, got ", f.pipelined_split);
+  LOOM_CHECK(f.threads_per_device >= 1 && f.single_threads >= 1,
+             "--threads-per-device and --single-threads must be positive");
+  const fs::path out_dir = f.out_dir.empty() ? fs::path(examples::workspace_root()) / "bench/split_size/out"
+                                             : fs::path(examples::user_path(f.out_dir));
+  fs::create_directories(out_dir);
+
+  manual_seed(f.seed);
+  const std::vector<Batch> batches = make_batches(f);
+  std::printf("split_size experiment: ResNet-50, %lld classes, batch %lld, %lldx%lld images, "
+              "%lld batches per run, %lld repeats (+%lld warm-up)\n",
+              (long long)f.num_classes, (long long)f.batch_size, (long long)f.image_size,
+              (long long)f.image_size, (long long)f.num_batches, (long long)f.repeats,
+              (long long)f.warmup);
+  std::printf("single device: %s with %d threads; two devices: %s, %s with %d threads each\n",
+              device_name(devices[0]).c_str(), f.single_threads, device_name(devices[0]).c_str(),
+              device_name(devices[1]).c_str(), f.threads_per_device);
+
+  // Every model starts from the same weights.
+  nn::models::ResNet reference = nn::models::resnet50(f.num_classes);
+  const nn::StateDict weights = reference->state_dict();
+  std::vector<Row> rows;
+
+  use_threads(f.single_threads, devices);
+  {
+    nn::models::ResNet single = nn::models::resnet50(f.num_classes);
+    single->load_state_dict(weights);
+    single->to(devices[0]);
+    rows.push_back(measure("single", 0, *single, batches, devices[0], f));
+  }
+  reference = nullptr;
+
+  use_threads(f.threads_per_device, devices);
+  {
+    examples::ModelParallelResNet50 mp(f.num_classes, devices[0], devices[1]);
+    mp->load_state_dict(weights);
+    rows.push_back(measure("model_parallel", 0, *mp, batches, devices[0], f));
+  }
+  std::map<int64_t, Row> plain, stream;
+  {
+    examples::PipelineParallelResNet50 pp(f.pipelined_split, f.num_classes, devices[0], devices[1]);
+    pp->load_state_dict(weights);
+    rows.push_back(measure("pipelined", f.pipelined_split, *pp, batches, devices[0], f));
+    for (int64_t s : splits) {
+      if (plain.count(s)) continue;
+      if (s == f.pipelined_split) {
+        Row r = rows.back();
+        r.mode = "pipeline";
+        plain[s] = r;  // the same configuration, measured just above
+        continue;
+      }
+      pp->set_split_size(s);
+      plain[s] = measure("pipeline", s, *pp, batches, devices[0], f);
+    }
+  }
+  {
+    examples::StreamPipelineResNet50 sp(splits[0], f.num_classes, devices[0], devices[1]);
+    sp->load_state_dict(weights);
+    for (int64_t s : splits) {
+      if (stream.count(s)) continue;
+      sp->set_split_size(s);
+      stream[s] = measure("stream_pipeline", s, *sp, batches, devices[0], f);
+    }
+  }
+  for (const auto& [s, r] : plain) rows.push_back(r);
+  for (const auto& [s, r] : stream) rows.push_back(r);
+
+  // ---- table and CSV files ------------------------------------------------------------
+  const double single_mean = rows[0].mean;
+  std::printf("\n%-16s %6s %22s %9s\n", "mode", "split", "time per run (s)", "speed-up");
+  std::ostringstream results;
+  results << "mode,split_size,mean_s,std_s,speedup,times_s\n";
+  for (const Row& r : rows) {
+    const double speedup = single_mean / r.mean;
+    std::printf("%-16s %6s %12.3f ± %7.3f %8.2fx\n", r.mode.c_str(),
+                r.split_size > 0 ? std::to_string(r.split_size).c_str() : "-", r.mean, r.std, speedup);
+    results << r.mode << ',' << r.split_size << ',' << r.mean << ',' << r.std << ',' << speedup << ',';
+    for (size_t i = 0; i < r.times.size(); ++i) results << (i ? ";" : "") << r.times[i];
+    results << '\n';
+  }
+  std::ostringstream modes;
+  modes << "label,mean_s,std_s\n";
+  const char* labels[] = {"Single device", "Model parallel", "Pipelined (split " };
+  for (int i = 0; i < 3; ++i) {
+    std::string label = labels[i];
+    if (i == 2) label += std::to_string(f.pipelined_split) + ")";
+    modes << '"' << label << "\"," << rows[i].mean << ',' << rows[i].std << '\n';
+  }
+  std::ostringstream sweep;
+  sweep << "split_size,pipeline_mean_s,pipeline_std_s,stream_mean_s,stream_std_s\n";
+  for (const auto& [s, r] : plain)
+    sweep << s << ',' << r.mean << ',' << r.std << ',' << stream.at(s).mean << ',' << stream.at(s).std << '\n';
+  write_file(out_dir / "results.csv", results.str());
+  write_file(out_dir / "modes.csv", modes.str());
+  write_file(out_dir / "split_sizes.csv", sweep.str());
+  std::printf("\nwrote %s/{results,modes,split_sizes}.csv\n", out_dir.string().c_str());
+
+  // ---- figures -------------------------------------------------------------------------
+  const fs::path scripts = fs::path(examples::workspace_root()) / "bench/split_size";
+  std::ostringstream vars;
+  vars << "outdir=" << '"' << out_dir.string() << "\"; single=" << rows[0].mean
+       << "; model_parallel=" << rows[1].mean << "; setup=\"ResNet-50, batch " << f.batch_size
+       << ", " << f.image_size << "x" << f.image_size << ", " << device_name(devices[0]) << " + "
+       << device_name(devices[1]) << "\"";
+  std::vector<std::string> commands;
+  for (const char* script : {"modes.gp", "split_size.gp"})
+    commands.push_back("gnuplot -e " + shell_quote(vars.str()) + " " +
+                       shell_quote((scripts / script).string()));
+  if (!f.no_plot && have_gnuplot() && fs::exists(scripts / "modes.gp")) {
+    for (const std::string& command : commands) {
+      const int rc = std::system(command.c_str());
+      if (rc != 0) std::fprintf(stderr, "warning: gnuplot failed (%d): %s\n", rc, command.c_str());
+    }
+    std::printf("drew %s/modes.png and %s/split_size.png\n", out_dir.string().c_str(),
+                out_dir.string().c_str());
+  } else {
+    std::printf("to draw the figures (needs gnuplot), run from the workspace:\n");
+    for (const std::string& command : commands) std::printf("  %s\n", command.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"PyTorch's model-parallel split_size experiment (ResNet-50) with loom"};
+  Flags f;
+  app.add_option("--devices", f.devices, "The two devices (cpu:0,cpu:1 or cuda:0,cuda:1)")->capture_default_str();
+  app.add_option("--image-size", f.image_size, "Image height and width")->capture_default_str();
+  app.add_option("--batch-size", f.batch_size, "Images per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--num-batches", f.num_batches, "Batches per timed run")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--num-classes", f.num_classes, "Classes (one-hot MSE targets)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--repeats", f.repeats, "Timed runs per configuration")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--warmup", f.warmup, "Untimed runs before timing")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--split-sizes", f.split_sizes, "Split sizes of the sweep")->capture_default_str();
+  app.add_option("--pipelined-split", f.pipelined_split, "Split size of the 'pipelined' bar")->capture_default_str();
+  app.add_option("--threads-per-device", f.threads_per_device, "Intra-op threads of each of the two devices")->capture_default_str();
+  app.add_option("--single-threads", f.single_threads, "Intra-op threads of the single-device run")->capture_default_str();
+  app.add_option("--out-dir", f.out_dir, "Where CSV and PNG files go (default: bench/split_size/out in the workspace)");
+  app.add_option("--seed", f.seed, "Seed for weights and data")->capture_default_str();
+  app.add_flag("--quick", f.quick, "Smoke configuration (flags given explicitly still win): 32x32 images, batch 8, 1 batch, 10 classes, 2 repeats, no warm-up, split sizes 2,4");
+  app.add_flag("--no-plot", f.no_plot, "Do not call gnuplot");
+  CLI11_PARSE(app, argc, argv);
+  if (f.quick) {
+    // The smoke configuration, for flags not given explicitly.
+    auto unless_given = [&app](const char* flag, auto& value, auto quick_value) {
+      if (app.count(flag) == 0) value = quick_value;
+    };
+    unless_given("--image-size", f.image_size, 32);
+    unless_given("--batch-size", f.batch_size, 8);
+    unless_given("--num-batches", f.num_batches, 1);
+    unless_given("--num-classes", f.num_classes, 10);
+    unless_given("--repeats", f.repeats, 2);
+    unless_given("--warmup", f.warmup, 0);
+    unless_given("--split-sizes", f.split_sizes, std::string("2,4"));
+    unless_given("--pipelined-split", f.pipelined_split, 4);
+  }
+  try {
+    return run(f);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
