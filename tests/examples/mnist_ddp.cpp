@@ -135,11 +135,18 @@ TEST_F(MnistDdp, KillingAWorkerStopsTheJob) {
   const auto killed = std::chrono::steady_clock::now();
   ASSERT_TRUE(l.wait(120)) << l.log();
   const double after_kill = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
-  EXPECT_EQ(l.exit_code(), 128 + SIGKILL) << l.log();
   EXPECT_LT(after_kill, 5.0) << l.log();  // well within the 5 s timeout: loomrun notices at once
-  EXPECT_THAT(l.err(), ::testing::HasSubstr("loomrun: rank 1 (local_rank 1, pid " + std::to_string(victim) +
-                                            ") was killed by signal 9"))
-      << l.log();
+  if (l.exit_code() == 1) {
+    // Rare: rank 0 saw the closed connection and exited before loomrun
+    // looked at its workers, so its failure is the one reported.
+    EXPECT_THAT(l.err(), ::testing::HasSubstr("[rank0]: error on rank 0: ")) << l.log();
+    EXPECT_THAT(l.err(), ::testing::HasSubstr("loomrun: exiting with code 1: rank 0")) << l.log();
+  } else {
+    EXPECT_EQ(l.exit_code(), 128 + SIGKILL) << l.log();
+    EXPECT_THAT(l.err(), ::testing::HasSubstr("loomrun: rank 1 (local_rank 1, pid " + std::to_string(victim) +
+                                              ") was killed by signal 9"))
+        << l.log();
+  }
   EXPECT_THAT(l.out(), ::testing::Not(::testing::HasSubstr("Training complete"))) << l.log();
 }
 
@@ -153,7 +160,9 @@ TEST_F(MnistDdp, ARankThatSkipsAnAllReduceMakesEveryRankFail) {
   EXPECT_EQ(l.exit_code(), 1) << l.log();
   const std::string err = l.err();
   EXPECT_THAT(err, ::testing::HasSubstr("[rank1]: --fault: rank 1 skips the backward")) << err;
-  EXPECT_THAT(err, ::testing::ContainsRegex("\\[rank0\\]: error on rank 0: .*(ranks disagree|timed out after 3000 ms)"))
+  // Both ranks see the disagreement; whichever loomrun reaps first stops the
+  // other, which may not get to print its own error.
+  EXPECT_THAT(err, ::testing::ContainsRegex("\\[rank[01]\\]: error on rank [01]: .*(ranks disagree|timed out after 3000 ms)"))
       << err;
   EXPECT_THAT(l.out(), ::testing::Not(::testing::HasSubstr("Training complete"))) << l.log();
 }
