@@ -21,7 +21,7 @@
 // threads per rank: OMP_NUM_THREADS (loomrun sets an even share of the
 // cores), or --threads.
 //
-// Flags for the fault tests (tests/examples/mnist_ddp_test.cpp):
+// Flags for the fault tests (tests/examples/mnist_ddp.cpp):
 //   --timeout-s S      rendezvous and collective timeout (default 1800)
 //   --pid-file-dir D   each rank writes D/rank<R>.pid once its first step is done
 //   --fault K:N        (hidden) --fault-rank misbehaves at global step N:
