@@ -7,6 +7,7 @@
 #include "autograd/Engine.h"
 #include "autograd/GradMode.h"
 #include "autograd/functions/Functions.h"
+#include "nn/modules/BatchNorm.h"
 #include "tensor/Error.h"
 #include "tensor/Stream.h"
 
@@ -103,9 +104,6 @@ PipeImpl::PipeImpl(nn::Sequential sequential, PipeOptions options)
   LOOM_CHECK(options_.checkpoint_ == Checkpoint::kNever,
              "Pipe: checkpoint modes other than Checkpoint::kNever (except_last, always) are "
              "not supported yet");
-  LOOM_CHECK(!options_.deferred_batch_norm_,
-             "Pipe: deferred_batch_norm (batch-norm statistics over the whole batch) is not "
-             "supported yet; batch norm uses per-micro-batch statistics");
 
   int64_t first = 0;
   for (int64_t s = 0; s < n_stages; ++s) {
@@ -116,6 +114,28 @@ PipeImpl::PipeImpl(nn::Sequential sequential, PipeOptions options)
     first_layer_.push_back(first);
     first += balance_[s];
   }
+  if (options_.deferred_batch_norm_) {
+    for (auto& stage : stages_)
+      stage->apply([&](nn::Module& m) {
+        auto* bn = dynamic_cast<nn::BatchNormBase*>(&m);
+        if (bn == nullptr) return;
+        LOOM_CHECK(bn->forward_to == nullptr, "Pipe: deferred_batch_norm: ", bn->type_name(),
+                   " already forwards to a ", bn->forward_to->type_name(),
+                   " (converted to SyncBatchNorm, or in another deferred pipe)");
+        auto deferred = std::make_shared<DeferredBatchNormImpl>(bn);
+        bn->forward_to = deferred;
+        deferred_.emplace_back(bn, deferred);
+      });
+  }
+}
+
+PipeImpl::~PipeImpl() {
+  for (auto& [bn, deferred] : deferred_)
+    if (bn->forward_to == deferred) bn->forward_to = nullptr;
+}
+
+void PipeImpl::begin_deferred(int64_t micro_batches) const {
+  for (auto& entry : deferred_) entry.second->begin(micro_batches);
 }
 
 std::vector<Tensor> PipeImpl::split(const Tensor& input) const {
@@ -184,8 +204,15 @@ void PipeImpl::synchronize_all() const {
 
 Tensor PipeImpl::forward(const Tensor& input) {
   Run run(split(input), stages_.size());
+  begin_deferred(static_cast<int64_t>(run.inputs.size()));
   for (size_t i = 0; i < run.inputs.size(); ++i) submit_micro_batch(run, i, nullptr);
-  synchronize_all();
+  try {
+    synchronize_all();
+  } catch (...) {
+    begin_deferred(0);
+    throw;
+  }
+  begin_deferred(0);
   std::vector<Tensor>& outs = run.outputs.back();
   return outs.size() == 1 ? outs[0] : cat(outs, 0);
 }
@@ -219,6 +246,7 @@ Tensor PipeImpl::train_step(const Tensor& inputs, const Tensor& targets, const L
   const size_t in_flight = stages_.size();
   size_t submitted = 0;
   Tensor total;
+  begin_deferred(static_cast<int64_t>(m));
   try {
     for (size_t i = 0; i < m; ++i) {
       while (submitted < m && submitted < i + in_flight) submit_micro_batch(run, submitted++, &loss_fn);
@@ -235,8 +263,10 @@ Tensor PipeImpl::train_step(const Tensor& inputs, const Tensor& targets, const L
       synchronize_all();
     } catch (...) {
     }
+    begin_deferred(0);
     throw;
   }
+  begin_deferred(0);
   return total;
 }
 

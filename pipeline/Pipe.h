@@ -35,9 +35,13 @@
 //   usual); the returned loss is detached, on the last device.
 //
 // BatchNorm inside a pipe normalises each micro-batch with that micro-batch's
-// statistics (and updates the running statistics once per micro-batch), as in
-// torchgpipe without deferred_batch_norm.  Accumulating statistics over the
-// whole batch (deferred_batch_norm) is not supported yet: setting it throws.
+// statistics.  By default the running statistics are updated once per
+// micro-batch (as torchgpipe without deferred_batch_norm).  With
+// deferred_batch_norm(true) they are updated once per mini-batch with the
+// statistics of the whole mini-batch, exactly as one BatchNorm forward over
+// the whole batch would (pipeline/DeferredBatchNorm.h; every BatchNorm layer,
+// nested ones too, is redirected through BatchNormBase::forward_to while the
+// pipe exists; one already redirected, e.g. a SyncBatchNorm, throws).
 // Checkpointing (recomputing activations in backward) is not supported yet:
 // any checkpoint mode other than kNever throws.
 //
@@ -47,19 +51,24 @@
 // Errors (loom::Error): no devices, balance of another length than devices,
 // a balance entry < 1, a balance not summing to the number of layers, more
 // devices than layers, chunks or split_size <= 0, both chunks > 1 and
-// split_size set, an undefined or 0-d input, a stage returning a tensor on the
+// split_size set, checkpoint other than kNever (not supported yet), an
+// undefined or 0-d input, a stage returning a tensor on the
 // wrong device (named: stage, its layers, devices, micro-batch), and any
 // error inside a stage (the message names the stream, stage and micro-batch).
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/Module.h"
 #include "nn/ModuleHolder.h"
+#include "nn/modules/BatchNorm.h"
 #include "nn/modules/Container.h"
+#include "pipeline/DeferredBatchNorm.h"
 #include "tensor/Device.h"
 #include "tensor/Tensor.h"
 
@@ -124,6 +133,8 @@ class PipeImpl : public nn::Module {
   const std::vector<int64_t>& balance() const { return balance_; }
   const PipeOptions& options() const { return options_; }
 
+  ~PipeImpl() override;
+
   // A pipe places its stages itself: moving it to one device throws.
   void to(Device device, bool non_blocking = false) override;
   using nn::Module::to;
@@ -136,11 +147,14 @@ class PipeImpl : public nn::Module {
   void submit_micro_batch(Run& run, size_t index, const LossFn* loss_fn) const;
   // Waits for every stream; rethrows the first error (stage order).
   void synchronize_all() const;
+  // Tells the deferred batch norms how many micro-batches a pass has (0: none).
+  void begin_deferred(int64_t micro_batches) const;
 
   PipeOptions options_;
   std::vector<int64_t> balance_;
   std::vector<int64_t> first_layer_;  // index of each stage's first layer
   std::vector<nn::Sequential> stages_;
+  std::vector<std::pair<nn::BatchNormBase*, std::shared_ptr<DeferredBatchNormImpl>>> deferred_;
 };
 
 LOOM_MODULE(Pipe);

@@ -3,4 +3,5 @@
 #pragma once
 
 #include "pipeline/Balance.h"
+#include "pipeline/DeferredBatchNorm.h"
 #include "pipeline/Pipe.h"

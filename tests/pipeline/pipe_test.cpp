@@ -289,6 +289,71 @@ TEST(Pipe, BatchNormUsesPerMicroBatchStatistics) {
   EXPECT_LE(max_rel_error(bn->running_var, ref_bn->running_var), 1e-5);
 }
 
+TEST(Pipe, DeferredBatchNormTracksWholeBatchStatistics) {
+  for (Schedule schedule : {Schedule::kGPipe, Schedule::kOneFOneB}) {
+    nn::Sequential net(nn::Conv2d(2, 3, 3), nn::BatchNorm2d(3), nn::ReLU(), nn::Flatten(),
+                       nn::Linear(3 * 2 * 2, 4), nn::BatchNorm1d(4),
+                       nn::BatchNorm1d(nn::BatchNormOptions(4).momentum(std::nullopt)));
+    nn::Sequential ref = clone_of(net);
+    nn::Sequential per_micro = clone_of(net);
+    PipeOptions options({kCpu0, kCpu1});
+    options.balance({3, 4}).chunks(3).schedule(schedule).deferred_batch_norm(true);
+    Pipe pipe(net, options);
+    Generator gen(9);
+    // What the pipe's batch norms see: layer 1 the convolution of the whole
+    // batch; layers 5 and 6 the outputs of per-micro-batch normalisation.
+    auto whole_batch_update = [&](const Tensor& x) {
+      ref[1]->forward(ref[0]->forward(x));
+      for (int64_t layer : {5, 6}) {
+        std::vector<Tensor> seen;
+        for (const Tensor& piece : x.chunk(3, 0))
+          seen.push_back(per_micro->slice(0, layer)->forward(piece));
+        ref[layer]->forward(cat(seen, 0));
+      }
+    };
+    for (int step = 0; step < 2; ++step) {
+      Tensor x = randn({10, 2, 4, 4}, {}, &gen);
+      Tensor target = randn({10, 4}, {}, &gen);
+      // The outputs (and so the gradients) are those of per-micro-batch
+      // batch norm...
+      std::vector<Tensor> expected;
+      for (const Tensor& piece : x.chunk(3, 0)) expected.push_back(per_micro->forward(piece));
+      Tensor out = pipe->forward(x);
+      EXPECT_LE(max_rel_error(out.to(kCpu0), cat(expected, 0).detach()), 1e-5);
+      // ...while the running statistics follow the whole batch, updated once
+      // per pass (forward and train_step: two passes a step).
+      whole_batch_update(x);
+      pipe->train_step(x, target, [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); });
+      whole_batch_update(x);
+    }
+    for (int64_t layer : {1, 5, 6}) {
+      auto bn = std::dynamic_pointer_cast<nn::BatchNormBase>(net[layer]);
+      auto ref_bn = std::dynamic_pointer_cast<nn::BatchNormBase>(ref[layer]);
+      EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 4) << "layer " << layer;
+      EXPECT_LE(max_rel_error(bn->running_mean.to(kCpu0), ref_bn->running_mean), 1e-5)
+          << "layer " << layer;
+      EXPECT_LE(max_rel_error(bn->running_var.to(kCpu0), ref_bn->running_var), 1e-5)
+          << "layer " << layer;
+    }
+    // Eval mode uses the running statistics: the pipe now equals the
+    // reference (its convolution and linear layers are the same).
+    pipe->eval();
+    ref->eval();
+    Tensor x = randn({5, 2, 4, 4}, {}, &gen);
+    EXPECT_LE(max_rel_error(pipe->forward(x).to(kCpu0), ref->forward(x)), 1e-5);
+  }
+  // The redirection ends with the pipe; a second deferred pipe over the same
+  // layers while the first lives is an error.
+  nn::Sequential net(nn::Linear(2, 3), nn::BatchNorm1d(3));
+  {
+    Pipe first(net, PipeOptions({kCpu0, kCpu1}).deferred_batch_norm(true));
+    EXPECT_NE(net->at<nn::BatchNorm1dImpl>(1)->forward_to, nullptr);
+    EXPECT_LOOM_ERROR(Pipe(net, PipeOptions({kCpu0, kCpu1}).deferred_batch_norm(true)),
+                      "already forwards to");
+  }
+  EXPECT_EQ(net->at<nn::BatchNorm1dImpl>(1)->forward_to, nullptr);
+}
+
 TEST(Pipe, NoGradForwardRecordsNoHistory) {
   Pipe pipe(small_net(), PipeOptions({kCpu0, kCpu1}).chunks(2));
   NoGradGuard no_grad;
@@ -365,8 +430,6 @@ TEST(Pipe, BadOptionsAreClearErrors) {
   EXPECT_LOOM_ERROR(
       Pipe(net(), PipeOptions({kCpu0}).checkpoint(pipeline::Checkpoint::kAlways)),
       "not supported yet");
-  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).deferred_batch_norm(true)),
-                    "deferred_batch_norm", "not supported yet");
   EXPECT_LOOM_ERROR(Pipe(nn::Sequential(), PipeOptions({kCpu0})), "no layers");
 
   Pipe pipe(net(), PipeOptions({kCpu0, kCpu1}));
