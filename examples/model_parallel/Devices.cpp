@@ -32,6 +32,10 @@ std::vector<Device> parse_devices(const std::string& list, size_t count, const s
   return devices;
 }
 
+std::string device_name(const Device& device) {
+  return device.is_cpu() ? "cpu:" + std::to_string(device.index) : device.str();
+}
+
 std::vector<int64_t> parse_positive_list(const std::string& list, const std::string& flag) {
   std::vector<int64_t> values;
   for (const std::string& part : split_commas(list)) {

@@ -14,6 +14,9 @@ namespace examples {
 // that parse.
 std::vector<Device> parse_devices(const std::string& list, size_t count, const std::string& flag);
 
+// "cpu:0" where Device::str() says "cpu", so two devices' names read alike.
+std::string device_name(const Device& device);
+
 // Parses a comma-separated list of positive integers ("1,3,5").  Throws
 // loom::Error naming `flag` for an empty list, a non-number or a value < 1.
 std::vector<int64_t> parse_positive_list(const std::string& list, const std::string& flag);

@@ -160,11 +160,6 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// "cpu:0" rather than Device::str()'s "cpu", so the two devices read alike.
-std::string device_name(const Device& d) {
-  return d.is_cpu() ? "cpu:" + std::to_string(d.index) : d.str();
-}
-
 bool have_gnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
 
 int run(const Flags& f) {
@@ -186,8 +181,8 @@ int run(const Flags& f) {
               (long long)f.image_size, (long long)f.num_batches, (long long)f.repeats,
               (long long)f.warmup);
   std::printf("single device: %s with %d threads; two devices: %s, %s with %d threads each\n",
-              device_name(devices[0]).c_str(), f.single_threads, device_name(devices[0]).c_str(),
-              device_name(devices[1]).c_str(), f.threads_per_device);
+              examples::device_name(devices[0]).c_str(), f.single_threads, examples::device_name(devices[0]).c_str(),
+              examples::device_name(devices[1]).c_str(), f.threads_per_device);
 
   // Every model starts from the same weights.
   nn::models::ResNet reference = nn::models::resnet50(f.num_classes);
@@ -273,8 +268,8 @@ int run(const Flags& f) {
   std::ostringstream vars;
   vars << "outdir=" << '"' << out_dir.string() << "\"; single=" << rows[0].mean
        << "; model_parallel=" << rows[1].mean << "; setup=\"ResNet-50, batch " << f.batch_size
-       << ", " << f.image_size << "x" << f.image_size << ", " << device_name(devices[0]) << " + "
-       << device_name(devices[1]) << "\"";
+       << ", " << f.image_size << "x" << f.image_size << ", " << examples::device_name(devices[0]) << " + "
+       << examples::device_name(devices[1]) << "\"";
   std::vector<std::string> commands;
   for (const char* script : {"modes.gp", "split_size.gp"})
     commands.push_back("gnuplot -e " + shell_quote(vars.str()) + " " +

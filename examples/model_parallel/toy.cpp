@@ -58,9 +58,9 @@ int run(const std::string& devices_flag, uint64_t seed) {
   loss.backward();
   optimizer.step();
 
-  std::printf("ToyModel on %s and %s: outputs %s, loss %.6f (on %s)\n", devices[0].str().c_str(),
-              devices[1].str().c_str(), outputs.describe().c_str(), loss.item<double>(),
-              loss.device().str().c_str());
+  std::printf("ToyModel on %s and %s: outputs %s, loss %.6f (on %s)\n", examples::device_name(devices[0]).c_str(),
+              examples::device_name(devices[1]).c_str(), outputs.describe().c_str(), loss.item<double>(),
+              examples::device_name(loss.device()).c_str());
   std::printf("%-14s %-8s %-10s %s\n", "parameter", "device", "shape", "max |change| after one SGD step");
   bool all_changed = true;
   for (const auto& [name, p] : model->named_parameters()) {
@@ -68,7 +68,7 @@ int run(const std::string& devices_flag, uint64_t seed) {
     all_changed = all_changed && change > 0;
     std::string shape;
     for (size_t d = 0; d < p.sizes().size(); ++d) shape += (d ? "x" : "") + std::to_string(p.sizes()[d]);
-    std::printf("%-14s %-8s %-10s %.3e\n", name.c_str(), p.device().str().c_str(), shape.c_str(),
+    std::printf("%-14s %-8s %-10s %.3e\n", name.c_str(), examples::device_name(p.device()).c_str(), shape.c_str(),
                 change);
   }
   std::printf(all_changed ? "every parameter was updated on its own device\n"
