@@ -11,7 +11,10 @@
 // one-hot labels + SGD(lr 0.001) on random images, model.train(True).  Each
 // configuration is timed --repeats times after --warmup untimed runs; the
 // table shows mean ± std seconds (population std, as numpy.std) and the
-// speed-up over the single-device run.  The random batches are made before
+// speed-up over the single-device run; while measuring, each row also shows
+// the time per run spent in forward, backward and the optimizer (zero_grad +
+// step), which tells whether a stage or the step bounds the pipeline.  The
+// random batches are made before
 // the clock starts, so the times measure the model only.
 //
 // Rows: single-device (devices[0], --single-threads intra-op threads), model
@@ -101,33 +104,55 @@ std::vector<Batch> make_batches(const Flags& f) {
   return batches;
 }
 
-// The tutorial's train(model).
-void train(nn::Module& model, const std::vector<Batch>& batches, Device input_device) {
+// Seconds spent in forward, backward and the optimizer step (incl. zero_grad).
+struct Phases {
+  double forward = 0, backward = 0, step = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The tutorial's train(model); adds the time of each phase to `phases`.
+void train(nn::Module& model, const std::vector<Batch>& batches, Device input_device, Phases& phases) {
   model.train(true);
   optim::SGD optimizer(model.parameters(), optim::SGDOptions(0.001));
   for (const Batch& batch : batches) {
+    auto t = std::chrono::steady_clock::now();
     optimizer.zero_grad();
+    phases.step += seconds_since(t);
+    t = std::chrono::steady_clock::now();
     Tensor outputs = model.forward(batch.images.to(input_device));
     Tensor labels = batch.labels.to(outputs.device());
-    mse_loss(outputs, labels).backward();
+    Tensor loss = mse_loss(outputs, labels);
+    phases.forward += seconds_since(t);
+    t = std::chrono::steady_clock::now();
+    loss.backward();
+    phases.backward += seconds_since(t);
+    t = std::chrono::steady_clock::now();
     optimizer.step();
+    phases.step += seconds_since(t);
   }
 }
 
 Row measure(const std::string& mode, int64_t split_size, nn::Module& model,
             const std::vector<Batch>& batches, Device input_device, const Flags& f) {
   Row row{mode, split_size, {}};
-  for (int64_t i = 0; i < f.warmup; ++i) train(model, batches, input_device);
+  Phases phases;
+  for (int64_t i = 0; i < f.warmup; ++i) train(model, batches, input_device, phases);
+  phases = Phases();
   for (int64_t i = 0; i < f.repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    train(model, batches, input_device);
-    row.times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    train(model, batches, input_device, phases);
+    row.times.push_back(seconds_since(start));
   }
   for (double t : row.times) row.mean += t / row.times.size();
   for (double t : row.times) row.std += (t - row.mean) * (t - row.mean) / row.times.size();
   row.std = std::sqrt(row.std);
-  std::printf("  %-16s split %-4s %8.3f s ± %.3f\n", mode.c_str(),
-              split_size > 0 ? std::to_string(split_size).c_str() : "-", row.mean, row.std);
+  const double n = static_cast<double>(f.repeats);
+  std::printf("  %-16s split %-4s %8.3f s ± %.3f   (forward %.3f, backward %.3f, step %.3f)\n",
+              mode.c_str(), split_size > 0 ? std::to_string(split_size).c_str() : "-", row.mean,
+              row.std, phases.forward / n, phases.backward / n, phases.step / n);
   std::fflush(stdout);
   return row;
 }
