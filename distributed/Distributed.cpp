@@ -89,6 +89,14 @@ ProcessGroupPtr init_process_group(const std::string& backend_name, InitOptions 
   } else {
     info = rendezvous(options.init_method, options.rank, options.world_size, options.timeout);
   }
+  // Gloo listens on options.gloo.interface_or_host.  Left at its loopback
+  // default, with a master on another machine, use the interface that
+  // reaches the master instead, so multi-node jobs work without
+  // GLOO_SOCKET_IFNAME (which, when set, still wins inside the backend).
+  if (options.gloo.interface_or_host == ProcessGroupGlooOptions().interface_or_host &&
+      !info.master_host.empty()) {
+    options.gloo.interface_or_host = local_address_towards(info.master_host);
+  }
   auto group = make_group(backend, std::make_shared<PrefixStore>("default_pg", info.store), info.rank,
                           info.world_size, options.timeout, options.gloo);
   std::lock_guard<std::mutex> lock(world().mutex);

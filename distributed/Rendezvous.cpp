@@ -1,6 +1,13 @@
 #include "distributed/Rendezvous.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -127,6 +134,7 @@ RendezvousInfo rendezvous(const std::string& init_method, int rank, int world_si
     options.is_master = info.rank == 0;
     options.timeout = timeout;
     info.store = std::make_shared<TCPStore>(master.host, master.port, options);
+    info.master_host = master.host;
   } else if (init_method.compare(0, tcp_scheme.size(), tcp_scheme) == 0) {
     const HostPort master = parse_host_port(init_method.substr(tcp_scheme.size()), "the tcp:// address");
     TCPStoreOptions options;
@@ -134,6 +142,7 @@ RendezvousInfo rendezvous(const std::string& init_method, int rank, int world_si
     options.is_master = info.rank == 0;
     options.timeout = timeout;
     info.store = std::make_shared<TCPStore>(master.host, master.port, options);
+    info.master_host = master.host;
   } else if (init_method.compare(0, file_scheme.size(), file_scheme) == 0) {
     const std::string path = init_method.substr(file_scheme.size());
     LOOM_CHECK(!path.empty() && path.front() == '/', "init_process_group: expected file:///absolute/path, got '",
@@ -145,6 +154,31 @@ RendezvousInfo rendezvous(const std::string& init_method, int rank, int world_si
   }
   info.store->set_timeout(timeout);
   return info;
+}
+
+std::string local_address_towards(const std::string& host) {
+  const std::string loopback = "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (host.empty() || getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return loopback;
+  std::string result = loopback;
+  const auto* target = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  const bool is_loopback = (ntohl(target->sin_addr.s_addr) >> 24) == 127;
+  const int fd = is_loopback ? -1 : socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof(local);
+    if (connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char text[INET_ADDRSTRLEN] = {};
+      if (inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text))) result = text;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return result;
 }
 
 }  // namespace distributed

@@ -30,7 +30,14 @@ struct RendezvousInfo {
   // Which variables the rank came from: "explicit", "torchrun", "slurm",
   // "openmpi".
   std::string source;
+  // The master's host for env:// and tcp:// (empty for file://).
+  std::string master_host;
 };
+
+// The address of this machine's interface that traffic to host leaves from
+// (a connected UDP socket's local address; nothing is sent).  "127.0.0.1"
+// when host is a loopback address or cannot be resolved.
+std::string local_address_towards(const std::string& host);
 
 // The launcher's view of the environment, without touching any store:
 // rank, world size, local rank and local world size, from explicit values

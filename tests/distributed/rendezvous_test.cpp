@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -146,6 +147,17 @@ TEST(Rendezvous, SingleRankTcpAndFile) {
   RendezvousInfo file = rendezvous(std::string("file://") + dir + "/store", 0, 1, std::chrono::milliseconds(2000));
   file.store->set("k", "w");
   EXPECT_EQ(to_string(file.store->get("k")), "w");
+}
+
+TEST(Rendezvous, LocalAddressTowardsAHost) {
+  EXPECT_EQ(local_address_towards("127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(local_address_towards("localhost"), "127.0.0.1");
+  EXPECT_EQ(local_address_towards(""), "127.0.0.1");
+  EXPECT_EQ(local_address_towards("no-such-host.invalid"), "127.0.0.1");
+  // A routable address gives one of this machine's own addresses: a dotted
+  // quad that is not empty (which one depends on the machine).
+  const std::string via = local_address_towards("10.255.255.1");
+  EXPECT_EQ(std::count(via.begin(), via.end(), '.'), 3) << via;
 }
 
 }  // namespace
