@@ -31,6 +31,7 @@
 //   modes.png, split_size.png  the tutorial's two figures, drawn by gnuplot
 //   with bench/split_size/{modes,split_size}.gp when gnuplot is installed.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -73,6 +74,7 @@ struct Flags {
   uint64_t seed = 0;
   bool quick = false;
   bool no_plot = false;
+  bool profile_stages = false;
 };
 
 struct Batch {
@@ -157,6 +159,54 @@ Row measure(const std::string& mode, int64_t split_size, nn::Module& model,
   return row;
 }
 
+// Times each stage's forward and backward alone, one after the other on the
+// calling thread (a full batch, no overlap), and prints the bound they put on
+// any two-stage pipeline: (stage 1 + stage 2) / max(stage 1, stage 2).
+void profile_stages(const nn::StateDict& weights, const std::vector<Batch>& batches,
+                    const std::vector<Device>& devices, const Flags& f) {
+  examples::ModelParallelResNet50 mp(f.num_classes, devices[0], devices[1]);
+  mp->load_state_dict(weights);
+  mp->train(true);
+  double fwd1 = 0, bwd1 = 0, fwd2 = 0, bwd2 = 0;
+  const int64_t runs = f.repeats + f.warmup;
+  for (int64_t r = 0; r < runs; ++r) {
+    const bool timed = r >= f.warmup;
+    for (const Batch& batch : batches) {
+      mp->zero_grad();
+      const Tensor images = batch.images.to(devices[0]);
+      auto t = std::chrono::steady_clock::now();
+      Tensor features = mp->stage1(images);
+      const double a = seconds_since(t);
+      Tensor handed = features.detach().to(devices[1]).requires_grad_();
+      t = std::chrono::steady_clock::now();
+      Tensor loss = mse_loss(mp->stage2(handed), batch.labels.to(devices[1]));
+      const double b = seconds_since(t);
+      t = std::chrono::steady_clock::now();
+      loss.backward();
+      const double c = seconds_since(t);
+      const Tensor grad = handed.grad().to(devices[0]);
+      t = std::chrono::steady_clock::now();
+      features.backward(grad);
+      const double d = seconds_since(t);
+      if (timed) {
+        fwd1 += a;
+        fwd2 += b;
+        bwd2 += c;
+        bwd1 += d;
+      }
+    }
+  }
+  const double n = static_cast<double>(f.repeats);
+  const double s1 = (fwd1 + bwd1) / n, s2 = (fwd2 + bwd2) / n;
+  std::printf("stages alone, per run: stage 1 (conv1..layer2) forward %.3f s + backward %.3f s = %.3f s; "
+              "stage 2 (layer3..fc) forward %.3f s + backward %.3f s = %.3f s\n",
+              fwd1 / n, bwd1 / n, s1, fwd2 / n, bwd2 / n, s2);
+  std::printf("  -> a two-stage pipeline is at most %.2fx faster than running them in turn "
+              "(without the optimizer step and the fill/drain bubble)\n",
+              (s1 + s2) / std::max(s1, s2));
+  std::fflush(stdout);
+}
+
 // Sets the intra-op threads: process default (main and autograd engine
 // threads) and, on CPU logical devices, each device's stream workers.
 void use_threads(int threads, const std::vector<Device>& devices) {
@@ -224,6 +274,7 @@ int run(const Flags& f) {
   reference = nullptr;
 
   use_threads(f.threads_per_device, devices);
+  if (f.profile_stages) profile_stages(weights, batches, devices, f);
   {
     examples::ModelParallelResNet50 mp(f.num_classes, devices[0], devices[1]);
     mp->load_state_dict(weights);
@@ -333,6 +384,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", f.seed, "Seed for weights and data")->capture_default_str();
   app.add_flag("--quick", f.quick, "Smoke configuration (flags given explicitly still win): 32x32 images, batch 8, 1 batch, 10 classes, 2 repeats, no warm-up, split sizes 2,4");
   app.add_flag("--no-plot", f.no_plot, "Do not call gnuplot");
+  app.add_flag("--profile-stages", f.profile_stages,
+               "Also time each stage's forward and backward alone (the balance bound on the pipeline)");
   CLI11_PARSE(app, argc, argv);
   if (f.quick) {
     // The smoke configuration, for flags not given explicitly.
