@@ -9,8 +9,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <pthread.h>
+
 #include "autograd/GradMode.h"
 #include "tensor/Factory.h"
+#include "tensor/Parallel.h"
+#include "tensor/Stream.h"
 #include "tensor/ShapeUtil.h"
 
 namespace loom {
@@ -102,11 +106,27 @@ class DeviceWorker {
   NodeQueue queue_;
 };
 
+// The device workers of this process.  Leaked on purpose: worker threads
+// live for the whole process.  A child forked after workers started has none
+// of their threads, so the fork handler gives it a fresh, empty map (the
+// parent's entries are abandoned, not freed: their mutexes may be held).
+std::mutex* g_workers_mutex = new std::mutex();
+std::map<Device, DeviceWorker*>* g_workers = new std::map<Device, DeviceWorker*>();
+
+void reset_workers_in_child() {
+  g_workers_mutex = new std::mutex();
+  g_workers = new std::map<Device, DeviceWorker*>();
+}
+
+const bool g_workers_fork_handler = [] {
+  pthread_atfork(nullptr, nullptr, reset_workers_in_child);
+  return true;
+}();
+
 DeviceWorker& worker_for(Device device) {
-  static std::mutex mutex;
-  // Leaked on purpose: worker threads live for the whole process.
-  static auto* workers = new std::map<Device, DeviceWorker*>();
-  std::lock_guard<std::mutex> lock(mutex);
+  (void)g_workers_fork_handler;
+  std::lock_guard<std::mutex> lock(*g_workers_mutex);
+  auto* workers = g_workers;
   auto it = workers->find(device);
   if (it == workers->end()) it = workers->emplace(device, new DeviceWorker(device)).first;
   return *it->second;
@@ -214,6 +234,10 @@ void evaluate(NodeTask nt) {
 }
 
 void DeviceWorker::loop() {
+  // A CPU logical device computes with its share of the cores (the same
+  // share its streams use, tensor/Stream.h), so two devices' backward
+  // passes do not oversubscribe the machine.
+  if (device_.is_cpu()) set_thread_num_threads(device_num_threads(device_));
   while (true) {
     NodeTask nt;
     {

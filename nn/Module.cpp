@@ -131,6 +131,10 @@ void set_data(const Tensor& target, const Tensor& source) {
   dst.storage_offset = src.storage_offset;
   dst.dtype = src.dtype;
   dst.device = src.device;
+  // A leaf's cached gradient accumulator was made for its old device and
+  // dtype; graphs recorded from now on must get a fresh one (as PyTorch's
+  // set_data does), or their backward would deliver to the old device.
+  if (target.has_autograd_meta()) target.autograd_meta().grad_accumulator.reset();
 }
 
 void move_tensor(const Tensor& t, Device device, DType dtype) {
