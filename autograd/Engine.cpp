@@ -110,10 +110,19 @@ class DeviceWorker {
 // live for the whole process.  A child forked after workers started has none
 // of their threads, so the fork handler gives it a fresh, empty map (the
 // parent's entries are abandoned, not freed: their mutexes may be held).
+// Abandoned maps stay reachable from g_abandoned_workers, so LeakSanitizer
+// in a forked child (death tests, spawn) does not report them.
 std::mutex* g_workers_mutex = new std::mutex();
 std::map<Device, DeviceWorker*>* g_workers = new std::map<Device, DeviceWorker*>();
+struct AbandonedWorkers {
+  std::mutex* mutex;
+  std::map<Device, DeviceWorker*>* workers;
+  AbandonedWorkers* next;
+};
+AbandonedWorkers* g_abandoned_workers = nullptr;
 
 void reset_workers_in_child() {
+  g_abandoned_workers = new AbandonedWorkers{g_workers_mutex, g_workers, g_abandoned_workers};
   g_workers_mutex = new std::mutex();
   g_workers = new std::map<Device, DeviceWorker*>();
 }

@@ -238,15 +238,20 @@ std::shared_ptr<StreamImpl> make_impl(Device device, std::string name, bool owne
 // The default and copy streams.  Leaked on purpose: their workers live for
 // the whole process and are never joined, so exit does not wait on them.  A
 // forked child starts with an empty registry (its parent's workers do not
-// exist in it), so it gets fresh streams on first use.
+// exist in it), so it gets fresh streams on first use.  The parent's registry
+// is abandoned, not freed (its mutex may be held), and stays reachable
+// through `abandoned` so LeakSanitizer in a forked child does not report it.
 struct ProcessStreams {
   std::mutex mutex;
   std::map<std::pair<Device, int>, std::shared_ptr<StreamImpl>> streams;
+  ProcessStreams* abandoned = nullptr;
 };
 std::atomic<ProcessStreams*> g_process_streams{new ProcessStreams()};
 
 void reset_process_streams_in_child() {
-  g_process_streams.store(new ProcessStreams());  // the old one is leaked
+  auto* fresh = new ProcessStreams();
+  fresh->abandoned = g_process_streams.load();
+  g_process_streams.store(fresh);
 }
 
 const bool g_atfork_registered = [] {
