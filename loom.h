@@ -1,6 +1,7 @@
 // loom: the whole public API in one include.
 #pragma once
 
+#include "autograd/Checkpoint.h"
 #include "autograd/Engine.h"
 #include "autograd/GradMode.h"
 #include "autograd/Gradcheck.h"

@@ -1,5 +1,6 @@
 #include "pipeline/DeferredBatchNorm.h"
 
+#include "autograd/Checkpoint.h"
 #include "autograd/GradMode.h"
 #include "autograd/functions/Functions.h"
 #include "tensor/Error.h"
@@ -23,8 +24,10 @@ void DeferredBatchNormImpl::begin(int64_t micro_batches) {
 Tensor DeferredBatchNormImpl::forward(const Tensor& input) {
   nn::BatchNormBase& bn = *bn_;
   const auto& o = bn.options;
-  if (expected_ <= 0 || !bn.is_training() || !o.track_running_stats_) {
-    // Plain BatchNorm (BatchNormBase::forward, without coming back here).
+  if (expected_ <= 0 || !bn.is_training() || !o.track_running_stats_ ||
+      autograd::is_recomputing()) {
+    // Plain BatchNorm (BatchNormBase::forward, without coming back here); a
+    // checkpointed stage's recomputation leaves the running statistics be.
     auto saved = bn.forward_to;
     bn.forward_to = nullptr;
     struct Restore {

@@ -4,6 +4,7 @@
 #include <exception>
 #include <ostream>
 
+#include "autograd/Checkpoint.h"
 #include "autograd/Engine.h"
 #include "autograd/GradMode.h"
 #include "autograd/functions/Functions.h"
@@ -101,10 +102,6 @@ PipeImpl::PipeImpl(nn::Sequential sequential, PipeOptions options)
     LOOM_CHECK(options_.chunks_ == 1, "Pipe: set either chunks (", options_.chunks_,
                ") or split_size (", *options_.split_size_, "), not both");
   }
-  LOOM_CHECK(options_.checkpoint_ == Checkpoint::kNever,
-             "Pipe: checkpoint modes other than Checkpoint::kNever (except_last, always) are "
-             "not supported yet");
-
   int64_t first = 0;
   for (int64_t s = 0; s < n_stages; ++s) {
     nn::Sequential stage(sequential->slice(first, first + balance_[s]));
@@ -146,8 +143,18 @@ std::vector<Tensor> PipeImpl::split(const Tensor& input) const {
   return input.chunk(options_.chunks_, 0);
 }
 
+bool PipeImpl::checkpointed(size_t i, size_t micro_batches) const {
+  switch (options_.checkpoint_) {
+    case Checkpoint::kAlways: return true;
+    case Checkpoint::kExceptLast: return i + 1 < micro_batches;
+    case Checkpoint::kNever: return false;
+  }
+  return false;
+}
+
 void PipeImpl::submit_micro_batch(Run& run, size_t i, const LossFn* loss_fn) const {
   const size_t n_stages = stages_.size();
+  const bool recompute = checkpointed(i, run.inputs.size());
   Event previous;
   for (size_t s = 0; s < n_stages; ++s) {
     const Device device = options_.devices_[s];
@@ -160,12 +167,18 @@ void PipeImpl::submit_micro_batch(Run& run, size_t i, const LossFn* loss_fn) con
       compute.wait_event(copy.record());
     }
     const bool last = s + 1 == n_stages;
-    compute.submit([this, &run, s, i, device, last, loss_fn] {
+    compute.submit([this, &run, s, i, device, last, loss_fn, recompute] {
       if (s == 0) run.handed[0][i] = run.inputs[i].to(device);
       const int64_t a = first_layer_[s], b = first_layer_[s] + balance_[s] - 1;
       Tensor y;
       try {
-        y = stages_[s]->forward(run.handed[s][i]);
+        const nn::Sequential& stage = stages_[s];
+        if (recompute) {
+          y = autograd::checkpoint([stage](const Tensor& x) { return stage->forward(x); },
+                                   run.handed[s][i], stage->parameters());
+        } else {
+          y = stage->forward(run.handed[s][i]);
+        }
       } catch (const std::exception& e) {
         LOOM_FAIL("Pipe stage ", s, " (layers ", a, "..", b, ") on ", device,
                   ", micro-batch ", i, ": ", e.what());
@@ -281,7 +294,10 @@ void PipeImpl::pretty_print(std::ostream& out) const {
     out << ", split_size=" << *options_.split_size_;
   else
     out << ", chunks=" << options_.chunks_;
-  out << ", schedule=" << (options_.schedule_ == Schedule::kGPipe ? "GPipe" : "1F1B") << ")";
+  out << ", schedule=" << (options_.schedule_ == Schedule::kGPipe ? "GPipe" : "1F1B");
+  if (options_.checkpoint_ == Checkpoint::kAlways) out << ", checkpoint=always";
+  if (options_.checkpoint_ == Checkpoint::kExceptLast) out << ", checkpoint=except_last";
+  out << ")";
 }
 
 }  // namespace pipeline

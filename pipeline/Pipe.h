@@ -42,8 +42,14 @@
 // the whole batch would (pipeline/DeferredBatchNorm.h; every BatchNorm layer,
 // nested ones too, is redirected through BatchNormBase::forward_to while the
 // pipe exists; one already redirected, e.g. a SyncBatchNorm, throws).
-// Checkpointing (recomputing activations in backward) is not supported yet:
-// any checkpoint mode other than kNever throws.
+// Checkpointing (as torchgpipe): with Checkpoint::kAlways every stage of
+// every micro-batch runs through autograd::checkpoint (autograd/Checkpoint.h):
+// its forward keeps no activations but the stage's input, and its backward
+// recomputes the stage first; kExceptLast does so for all micro-batches but
+// the last (whose backward starts at once, so recomputing it would only add
+// time); kNever keeps every activation.  Outputs, loss, gradients and
+// BatchNorm running statistics equal the un-checkpointed pipe's; dropout
+// draws the same masks in the forward and the recomputation.
 //
 // Devices: CPU logical devices (cpu:0, cpu:1, ...).  CUDA devices throw until
 // CUDA streams exist (tensor/Stream.h).
@@ -51,8 +57,7 @@
 // Errors (loom::Error): no devices, balance of another length than devices,
 // a balance entry < 1, a balance not summing to the number of layers, more
 // devices than layers, chunks or split_size <= 0, both chunks > 1 and
-// split_size set, checkpoint other than kNever (not supported yet), an
-// undefined or 0-d input, a stage returning a tensor on the
+// split_size set, an undefined or 0-d input, a stage returning a tensor on the
 // wrong device (named: stage, its layers, devices, micro-batch), and any
 // error inside a stage (the message names the stream, stage and micro-batch).
 #pragma once
@@ -147,6 +152,8 @@ class PipeImpl : public nn::Module {
   void submit_micro_batch(Run& run, size_t index, const LossFn* loss_fn) const;
   // Waits for every stream; rethrows the first error (stage order).
   void synchronize_all() const;
+  // Whether micro-batch i of `micro_batches` runs its stages checkpointed.
+  bool checkpointed(size_t i, size_t micro_batches) const;
   // Tells the deferred batch norms how many micro-batches a pass has (0: none).
   void begin_deferred(int64_t micro_batches) const;
 

@@ -43,14 +43,27 @@ int64_t Generator::randint(int64_t low, int64_t high) {
   return low + static_cast<int64_t>(x % range);
 }
 
+namespace {
+thread_local Generator* tls_generator_override = nullptr;
+}  // namespace
+
 Generator& default_generator() {
+  if (tls_generator_override != nullptr) return *tls_generator_override;
   static Generator g;
   return g;
 }
 
+GeneratorGuard::GeneratorGuard(Generator* gen) : previous_(tls_generator_override) {
+  LOOM_CHECK(gen != nullptr, "GeneratorGuard: the generator is null");
+  tls_generator_override = gen;
+}
+
+GeneratorGuard::~GeneratorGuard() { tls_generator_override = previous_; }
+
 void manual_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(default_generator().mutex());
-  default_generator().manual_seed(seed);
+  Generator& g = default_generator();
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.manual_seed(seed);
 }
 
 }  // namespace loom

@@ -34,8 +34,23 @@ class Generator {
   std::mutex mutex_;
 };
 
-// The process-wide default generator.
+// The process-wide default generator, or this thread's override while a
+// GeneratorGuard is alive on it.
 Generator& default_generator();
+
+// Makes default_generator() return `gen` on this thread until the end of the
+// scope (guards nest).  Used to replay the random draws of a recomputed
+// forward (autograd::checkpoint) without touching other threads' draws.
+class GeneratorGuard {
+ public:
+  explicit GeneratorGuard(Generator* gen);
+  ~GeneratorGuard();
+  GeneratorGuard(const GeneratorGuard&) = delete;
+  GeneratorGuard& operator=(const GeneratorGuard&) = delete;
+
+ private:
+  Generator* previous_;
+};
 // Seeds the default generator (torch::manual_seed).
 void manual_seed(uint64_t seed);
 

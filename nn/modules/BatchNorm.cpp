@@ -1,5 +1,6 @@
 #include "nn/modules/BatchNorm.h"
 
+#include "autograd/Checkpoint.h"
 #include "autograd/GradMode.h"
 #include "autograd/functions/Normalization.h"
 #include "nn/Init.h"
@@ -56,7 +57,11 @@ Tensor BatchNormBase::forward(const Tensor& input) {
              options.num_features_, ", got ", shape_str(input.sizes()));
   double momentum = options.momentum_.value_or(0.0);
   const bool use_batch_stats = is_training() || !options.track_running_stats_;
-  if (is_training() && options.track_running_stats_) {
+  // A checkpointed forward being recomputed in backward already updated the
+  // running statistics the first time.
+  const bool update =
+      is_training() && options.track_running_stats_ && !autograd::is_recomputing();
+  if (update) {
     autograd::NoGradGuard no_grad;
     // Counted on the device: no host sync unless the cumulative average needs it.
     native::binary_(native::BinaryOp::kAdd, num_batches_tracked,
@@ -64,7 +69,6 @@ Tensor BatchNormBase::forward(const Tensor& input) {
     if (!options.momentum_)
       momentum = 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
   }
-  const bool update = is_training() && options.track_running_stats_;
   return batch_norm(input, update || !use_batch_stats ? running_mean : Tensor(),
                     update || !use_batch_stats ? running_var : Tensor(), weight, bias,
                     use_batch_stats, momentum, options.eps_);

@@ -14,6 +14,7 @@
 namespace loom {
 namespace {
 
+using pipeline::Checkpoint;
 using pipeline::Pipe;
 using pipeline::PipeOptions;
 using pipeline::Schedule;
@@ -49,11 +50,13 @@ struct Split {
   int64_t split_size;  // 0: use chunks
 };
 
-class PipeEquivalence : public ::testing::TestWithParam<std::tuple<Split, Schedule>> {};
+class PipeEquivalence
+    : public ::testing::TestWithParam<std::tuple<Split, Schedule, Checkpoint>> {};
 
 TEST_P(PipeEquivalence, OutputLossAndGradientsEqualSingleDevice) {
   const Split split = std::get<0>(GetParam());
   const Schedule schedule = std::get<1>(GetParam());
+  const Checkpoint checkpoint = std::get<2>(GetParam());
   Generator gen(7);
   const Tensor input = randn({7, 2, 4, 4}, {}, &gen);
   const Tensor target = randn({7, 4}, {}, &gen);
@@ -65,7 +68,7 @@ TEST_P(PipeEquivalence, OutputLossAndGradientsEqualSingleDevice) {
   ref_loss.backward();
 
   PipeOptions options({kCpu0, kCpu1});
-  options.schedule(schedule).balance({3, 3});
+  options.schedule(schedule).checkpoint(checkpoint).balance({3, 3});
   if (split.split_size > 0)
     options.split_size(split.split_size);
   else
@@ -101,7 +104,9 @@ INSTANTIATE_TEST_SUITE_P(
     Splits, PipeEquivalence,
     ::testing::Combine(::testing::Values(Split{1, 0}, Split{2, 0}, Split{3, 0}, Split{0, 1},
                                          Split{0, 3}, Split{0, 20}),
-                       ::testing::Values(Schedule::kGPipe, Schedule::kOneFOneB)));
+                       ::testing::Values(Schedule::kGPipe, Schedule::kOneFOneB),
+                       ::testing::Values(Checkpoint::kNever, Checkpoint::kExceptLast,
+                                         Checkpoint::kAlways)));
 
 TEST(Pipe, SplitsLikeChunkAndSplit) {
   Pipe by_chunks(small_net(), PipeOptions({kCpu0, kCpu1}).chunks(3));
@@ -408,6 +413,80 @@ TEST(Pipe, ErrorInAStageReachesTheCaller) {
   EXPECT_EQ(good->forward(ones({4, 2})).device(), kCpu1);
 }
 
+// Records, per forward call of a layer, whether it built a graph and whether
+// it was a checkpoint's recomputation.
+struct ForwardLog {
+  std::mutex mutex;
+  int recording = 0, without_graph = 0, recomputing = 0;
+};
+class LogForwardImpl : public nn::Module {
+ public:
+  explicit LogForwardImpl(std::shared_ptr<ForwardLog> log)
+      : nn::Module("LogForward"), log_(std::move(log)) {}
+  Tensor forward(const Tensor& x) override {
+    std::lock_guard<std::mutex> lock(log_->mutex);
+    if (autograd::is_recomputing()) ++log_->recomputing;
+    else if (autograd::GradMode::is_enabled()) ++log_->recording;
+    else ++log_->without_graph;
+    return x * 2.0f;
+  }
+
+ private:
+  std::shared_ptr<ForwardLog> log_;
+};
+
+TEST(Pipe, CheckpointModesRecomputeTheRightMicroBatches) {
+  constexpr int kChunks = 4;
+  struct Case {
+    Checkpoint mode;
+    int recording, without_graph, recomputing;  // per layer, over kChunks micro-batches
+  };
+  for (Schedule schedule : {Schedule::kGPipe, Schedule::kOneFOneB}) {
+    for (const Case& c : {Case{Checkpoint::kNever, kChunks, 0, 0},
+                          Case{Checkpoint::kExceptLast, 1, kChunks - 1, kChunks - 1},
+                          Case{Checkpoint::kAlways, 0, kChunks, kChunks}}) {
+      auto first = std::make_shared<ForwardLog>(), second = std::make_shared<ForwardLog>();
+      nn::Sequential net;
+      net->push_back(nn::Linear(2, 2).ptr());
+      net->push_back(std::make_shared<LogForwardImpl>(first));
+      net->push_back(std::make_shared<LogForwardImpl>(second));
+      Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).chunks(kChunks).schedule(schedule).checkpoint(c.mode));
+      pipe->train_step(ones({kChunks, 2}), zeros({kChunks, 2}),
+                       [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); });
+      for (const auto& log : {first, second}) {
+        EXPECT_EQ(log->recording, c.recording) << "mode " << static_cast<int>(c.mode);
+        EXPECT_EQ(log->without_graph, c.without_graph) << "mode " << static_cast<int>(c.mode);
+        EXPECT_EQ(log->recomputing, c.recomputing) << "mode " << static_cast<int>(c.mode);
+      }
+    }
+  }
+}
+
+TEST(Pipe, CheckpointedBatchNormKeepsRunningStatisticsAndGradients) {
+  for (bool deferred : {false, true}) {
+    nn::Sequential net(nn::Linear(3, 4), nn::BatchNorm1d(4), nn::ReLU(), nn::Linear(4, 2));
+    nn::Sequential ref = clone_of(net);
+    Pipe plain(ref, PipeOptions({kCpu0, kCpu1}).balance({2, 2}).split_size(4)
+                        .deferred_batch_norm(deferred));
+    Pipe pipe(net, PipeOptions({kCpu0, kCpu1}).balance({2, 2}).split_size(4)
+                       .deferred_batch_norm(deferred).checkpoint(Checkpoint::kAlways));
+    Generator gen(3);
+    Tensor x = randn({10, 3}, {}, &gen);
+    Tensor t = randn({10, 2}, {}, &gen);
+    auto loss = [](const Tensor& o, const Tensor& target) { return mse_loss(o, target); };
+    EXPECT_LE(max_rel_error(pipe->train_step(x, t, loss), plain->train_step(x, t, loss)), 1e-6);
+    auto bn = net->at<nn::BatchNorm1dImpl>(1);
+    auto ref_bn = ref->at<nn::BatchNorm1dImpl>(1);
+    EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), ref_bn->num_batches_tracked.item<int64_t>());
+    EXPECT_LE(max_rel_error(bn->running_mean, ref_bn->running_mean), 1e-6);
+    EXPECT_LE(max_rel_error(bn->running_var, ref_bn->running_var), 1e-6);
+    const auto params = net->parameters(), ref_params = ref->parameters();
+    for (size_t i = 0; i < params.size(); ++i)
+      EXPECT_LE(max_rel_error(params[i].grad().to(kCpu0), ref_params[i].grad().to(kCpu0)), 1e-5)
+          << "parameter " << i << (deferred ? " (deferred)" : "");
+  }
+}
+
 TEST(Pipe, BadOptionsAreClearErrors) {
   auto net = [] { return nn::Sequential(nn::Linear(2, 2), nn::ReLU(), nn::Linear(2, 2)); };
   EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0, kCpu1}).balance({1, 1})), "balance [1, 1]",
@@ -427,9 +506,6 @@ TEST(Pipe, BadOptionsAreClearErrors) {
   EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).split_size(2).chunks(2)), "not both");
   EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({Device("cuda:0")})), "cuda:0",
                     "CUDA streams are not implemented");
-  EXPECT_LOOM_ERROR(
-      Pipe(net(), PipeOptions({kCpu0}).checkpoint(pipeline::Checkpoint::kAlways)),
-      "not supported yet");
   EXPECT_LOOM_ERROR(Pipe(nn::Sequential(), PipeOptions({kCpu0})), "no layers");
 
   Pipe pipe(net(), PipeOptions({kCpu0, kCpu1}));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 #include "tests/TestUtil.h"
 
@@ -93,6 +94,28 @@ TEST(Factory, RandnIsSeededAndNormal) {
   Tensor d = randn({3}, TensorOptions(kFloat32).device(Device("cpu:1")), &g);
   EXPECT_EQ(d.device(), Device("cpu:1"));
   EXPECT_LOOM_ERROR(randn({2}, kBool), "randn", "floating");
+}
+
+TEST(Factory, GeneratorGuardOverridesTheDefaultOnThisThreadOnly) {
+  Generator& global = default_generator();
+  Generator a(1), b(2);
+  {
+    GeneratorGuard outer(&a);
+    EXPECT_EQ(&default_generator(), &a);
+    Tensor from_guard = rand({4});  // draws from `a`
+    Generator same(1);
+    EXPECT_TRUE(testing::AllClose(from_guard, rand({4}, kFloat32, &same), 0, 0));
+    {
+      GeneratorGuard inner(&b);
+      EXPECT_EQ(&default_generator(), &b);
+    }
+    EXPECT_EQ(&default_generator(), &a);
+    Generator* seen_elsewhere = nullptr;
+    std::thread([&] { seen_elsewhere = &default_generator(); }).join();
+    EXPECT_EQ(seen_elsewhere, &global);
+  }
+  EXPECT_EQ(&default_generator(), &global);
+  EXPECT_LOOM_ERROR(GeneratorGuard(nullptr), "null");
 }
 
 TEST(Factory, RandintRangeAndRandpermIsAPermutation) {
