@@ -3,8 +3,8 @@
 // (model parallel), and pipelined over them, and how the pipeline's speed
 // depends on split_size.
 //
-//   bazel run -c opt //examples/model_parallel:split_size_experiment -- \
-//       --image-size 64 --batch-size 32               # a 2-core CPU
+//   bazel run -c opt //examples/model_parallel:split_size_experiment --
+//       --image-size 128 --batch-size 32 --num-batches 1   # a 2-core CPU
 //   bazel run //examples/model_parallel:split_size_experiment -- --quick  # smoke run
 //
 // One run (the tutorial's train(model)): num_batches steps of MSELoss against
