@@ -1,5 +1,6 @@
 #include "distributed/parallel/DistributedDataParallel.h"
 
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -14,17 +15,50 @@ namespace distributed {
 
 // ---- broadcast_coalesced ----------------------------------------------------------
 
+namespace {
+
+// CPU tensors of any dtypes travel as one byte buffer: one collective instead
+// of one per dtype (each collective costs a round trip, two with gloo's
+// consistency check, and DDP broadcasts buffers before every forward).
+void broadcast_bytes(const std::vector<Tensor>& members, const ProcessGroupPtr& group, int root) {
+  size_t total = 0;
+  for (const Tensor& t : members) total += t.nbytes();
+  Tensor flat = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8));
+  auto* bytes = flat.data_ptr<uint8_t>();
+  if (group->rank() == root) {
+    size_t offset = 0;
+    for (const Tensor& t : members) {
+      const Tensor c = t.detach().contiguous();
+      std::memcpy(bytes + offset, c.data_ptr(), c.nbytes());
+      offset += c.nbytes();
+    }
+  }
+  group->broadcast(flat, root)->wait();
+  if (group->rank() == root) return;
+  size_t offset = 0;
+  for (const Tensor& t : members) {
+    Tensor dst = t.detach();
+    Tensor staged = empty(t.sizes(), TensorOptions(t.dtype()));
+    std::memcpy(staged.data_ptr(), bytes + offset, staged.nbytes());
+    dst.copy_(staged);
+    offset += staged.nbytes();
+  }
+}
+
+}  // namespace
+
 void broadcast_coalesced(const std::vector<Tensor>& tensors, const ProcessGroupPtr& group,
                          int root) {
   LOOM_CHECK(group != nullptr, "broadcast_coalesced: the process group is null");
   LOOM_CHECK(root >= 0 && root < group->size(), "broadcast_coalesced: root ", root,
              " is not a rank of a group of size ", group->size());
   autograd::NoGradGuard no_grad;
-  // Groups in order of first appearance, identical on every rank.
+  // Groups in order of first appearance, identical on every rank: one per
+  // device on CPU, one per (dtype, device) elsewhere.
   std::vector<std::pair<std::pair<DType, Device>, std::vector<Tensor>>> groups;
   for (const Tensor& t : tensors) {
     if (!t.defined() || t.numel() == 0) continue;
-    const auto key = std::make_pair(t.dtype(), t.device());
+    const auto key = std::make_pair(t.is_cpu() ? kUInt8 : t.dtype(), t.device());
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const auto& g) { return g.first == key; });
     if (it == groups.end()) {
@@ -34,6 +68,10 @@ void broadcast_coalesced(const std::vector<Tensor>& tensors, const ProcessGroupP
     it->second.push_back(t);
   }
   for (auto& [key, members] : groups) {
+    if (key.second.is_cpu()) {
+      broadcast_bytes(members, group, root);
+      continue;
+    }
     std::vector<Tensor> flat_parts;
     for (const Tensor& t : members) flat_parts.push_back(t.detach().reshape({-1}));
     Tensor flat = flat_parts.size() == 1 ? flat_parts[0].contiguous().clone() : cat(flat_parts, 0);

@@ -148,7 +148,9 @@ class DistributedDataParallelImpl : public nn::Module {
 LOOM_MODULE(DistributedDataParallel);
 
 // Broadcasts root's tensors into every rank's tensors, coalesced into one
-// flat buffer per dtype and device (one collective each, in a fixed order).
+// flat buffer per device (CPU tensors of every dtype travel as one byte
+// buffer) or, off the CPU, per dtype and device: one collective each, in a
+// fixed order.
 // Tensors need not be contiguous; values are written in place without
 // recording autograd history.  Collective.
 void broadcast_coalesced(const std::vector<Tensor>& tensors, const ProcessGroupPtr& group,

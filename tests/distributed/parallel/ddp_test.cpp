@@ -241,6 +241,27 @@ TEST(DistributedDataParallel, ConstructionBroadcastsRankZerosValues) {
   });
 }
 
+TEST(BroadcastCoalesced, MixedDtypesAndNonContiguousTensorsGetRootsValues) {
+  run_ranks(3, [](ProcessGroupPtr pg, int r) {
+    const double base = 10.0 * (r + 1);
+    Tensor f32 = arange(6).to(kFloat32) + base;
+    Tensor f64 = (arange(4).to(kFloat64) + base).view({2, 2});
+    Tensor i64 = arange(3) + static_cast<int64_t>(base);
+    Tensor flags = full({5}, r == 1, TensorOptions(kBool));
+    Tensor wide = (arange(12).to(kFloat32) + base).view({3, 4});
+    Tensor column = wide.t().select(0, 1);  // a strided view: writes go into `wide`
+    Tensor empty_one = empty({0});
+    broadcast_coalesced({f32, f64, i64, flags, column, empty_one}, pg, /*root=*/1);
+    EXPECT_TRUE(testing::AllClose(f32, arange(6).to(kFloat32) + 20.0, 0, 0)) << "rank " << r;
+    EXPECT_TRUE(testing::AllClose(f64, (arange(4).to(kFloat64) + 20.0).view({2, 2}), 0, 0));
+    EXPECT_EQ(i64.to_vector<int64_t>(), (std::vector<int64_t>{20, 21, 22}));
+    EXPECT_EQ(flags.to(kInt64).to_vector<int64_t>(), std::vector<int64_t>(5, 1));
+    Tensor expected_wide = (arange(12).to(kFloat32) + base).view({3, 4});
+    expected_wide.t().select(0, 1).copy_((arange(12).to(kFloat32) + 20.0).view({3, 4}).t().select(0, 1));
+    EXPECT_TRUE(testing::AllClose(wide, expected_wide, 0, 0)) << "rank " << r;
+  });
+}
+
 TEST(DistributedDataParallel, MismatchedReplicasAreAnErrorOnEveryRank) {
   std::atomic<int> errors{0};
   run_ranks(2, [&](ProcessGroupPtr pg, int r) {
