@@ -6,6 +6,7 @@
 #include "tensor/CudaRuntime.h"
 
 #include "tensor/Error.h"
+#include "tensor/cuda/Copy.h"
 #include "tensor/cuda/VectorAdd.h"
 
 namespace loom {
@@ -26,6 +27,8 @@ void check_device(int device, const char* who) {
              " CUDA device", n == 1 ? " is" : "s are", " visible (valid indices 0..", n - 1,
              ")");
 }
+
+uint64_t current_stream_handle(int) { return 0; }
 
 DeviceGuard::DeviceGuard(int device) {
   check_device(device, "cuda::DeviceGuard");
@@ -67,6 +70,18 @@ void synchronize(int device) { check_device(device < 0 ? 0 : device, "cuda::sync
 
 void vector_add(const float*, const float*, float*, int64_t, int) {
   LOOM_FAIL("cuda::vector_add: ", kNoCuda);
+}
+void memcpy_async(void*, const void*, size_t, int, uint64_t) {
+  LOOM_FAIL("cuda::memcpy_async: ", kNoCuda);
+}
+void stream_synchronize(int, uint64_t) { LOOM_FAIL("cuda::stream_synchronize: ", kNoCuda); }
+void strided_copy(void*, const int64_t*, const void*, const int64_t*, const int64_t*, int,
+                  size_t, int, uint64_t) {
+  LOOM_FAIL("cuda::strided_copy: ", kNoCuda);
+}
+void strided_fill(void*, const int64_t*, const int64_t*, int, size_t, const void*, int,
+                  uint64_t) {
+  LOOM_FAIL("cuda::strided_fill: ", kNoCuda);
 }
 
 #endif  // LOOM_WITH_CUDA

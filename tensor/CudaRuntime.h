@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace loom {
@@ -64,6 +65,12 @@ void set_device(int device);
 // device < 0 means the current device.  Rethrows an asynchronous CUDA error
 // as loom::Error.  Throws for a bad index.
 void synchronize(int device = -1);
+
+// The stream this thread queues CUDA work for `device` on, as an opaque
+// handle: a cudaStream_t cast to an integer, 0 for the legacy default stream.
+// Copies and the caching allocator use it.  Until CUDA streams join loom's
+// Stream API (tensor/Stream.h) it is always 0.  Never throws.
+uint64_t current_stream_handle(int device);
 
 // Makes `device` current on this thread for the guard's lifetime, then
 // restores the previous current device.  Cheap when it is already current.

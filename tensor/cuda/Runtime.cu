@@ -63,7 +63,7 @@ void set_device(int device) {
 }
 
 void synchronize(int device) {
-  if (device < 0) device = current_device();
+  if (device < 0) device = is_available() ? current_device() : 0;
   check_device(device, "cuda::synchronize");
   DeviceGuard guard(device);
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());

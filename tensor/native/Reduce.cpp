@@ -13,7 +13,7 @@ namespace native {
 namespace {
 
 void check_cpu(const char* op, const Tensor& self) {
-  LOOM_CHECK(self.is_cpu(), op, ": ", self.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, self);
 }
 
 void check_floating(const char* op, const Tensor& self) {

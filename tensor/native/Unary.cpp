@@ -45,8 +45,7 @@ DType unary_result_dtype(UnaryOp op, DType dtype) {
 namespace {
 
 void check_cpu(const char* name, const Tensor& t) {
-  LOOM_CHECK(t.is_cpu(), name, ": ", t.describe(), " needs the CUDA backend, which this build "
-             "does not have");
+  check_cpu_kernel(name, t);
 }
 
 // The (first) dtype `self op bound` promotes to, PyTorch-style: a fractional

@@ -20,7 +20,7 @@ Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   const IntList shape = broadcast_shapes(
       broadcast_shapes(condition.sizes(), self.sizes(), "where"), other.sizes(), "where");
   const DType dtype = promoted_dtype(self, other);
-  LOOM_CHECK(condition.is_cpu(), "where: ", condition.device(), " needs the CUDA backend");
+  check_cpu_kernel("where", condition);
   Tensor out = empty(shape, TensorOptions(dtype).device(self.device()));
   cpu::where_kernel(out, expand_to(condition, shape),
                     expand_to(to(self, self.device(), dtype), shape),
