@@ -29,6 +29,10 @@ void check_cpu_kernel(const char* op, const Tensor& t) {
              "); move the tensor to the CPU with .cpu() first");
 }
 
+void check_kernel_device(const char* op, const Tensor& t) {
+  if (t.is_cuda()) cuda::check_device(t.device().index, op);
+}
+
 namespace {
 
 // CPU-to-CPU copy with conversion; both tensors may be on any CPU logical device.

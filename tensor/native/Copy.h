@@ -29,6 +29,11 @@ void check_same_device(const char* op, const Tensor& a, const char* a_name, cons
 // Throws "<op> is not implemented for CUDA yet" unless t is on the CPU: every
 // op with only a CPU kernel calls this before touching t's data.
 void check_cpu_kernel(const char* op, const Tensor& t);
+// For ops with a kernel per backend: throws unless t's device can run one, i.e.
+// t is on the CPU or on a visible CUDA device (the message names the op and
+// the device index, or says loom was built without CUDA).  Called before
+// touching t's data.
+void check_kernel_device(const char* op, const Tensor& t);
 // Throws unless t is defined, naming the op and argument.
 void check_defined(const char* op, const Tensor& t, const char* name);
 
