@@ -16,7 +16,8 @@ void check_param(const Tensor& p, const Tensor& grad, const char* who) {
              " does not match its parameter ", p.describe());
   LOOM_CHECK(grad.device() == p.device(), who, ": gradient on ", grad.device(),
              " but parameter on ", p.device());
-  LOOM_CHECK(p.is_cpu(), who, ": parameters on ", p.device(), " need the CUDA backend");
+  LOOM_CHECK(p.is_cpu(), who, " is not implemented for CUDA yet (parameters on ", p.device(),
+             "); keep the model on the CPU");
 }
 
 // The gradient as a contiguous tensor of the parameter's dtype.

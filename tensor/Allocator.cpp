@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 
+#include <atomic>
+
+#include "tensor/CudaMemory.h"
 #include "tensor/Error.h"
 
 namespace loom {
@@ -28,20 +31,24 @@ class CpuAllocator final : public Allocator {
   }
 };
 
-Allocator* g_allocators[2] = {nullptr, nullptr};
+std::atomic<Allocator*> g_allocators[2] = {nullptr, nullptr};
 
 }  // namespace
 
 Allocator& allocator_for(DeviceType type) {
   static CpuAllocator cpu;
-  if (type == DeviceType::kCPU) return g_allocators[0] ? *g_allocators[0] : cpu;
-  LOOM_CHECK(g_allocators[1] != nullptr,
-             "no CUDA allocator: loom was built without CUDA or no GPU is visible");
-  return *g_allocators[1];
+  if (type == DeviceType::kCPU) {
+    Allocator* a = g_allocators[0].load();
+    return a ? *a : cpu;
+  }
+  Allocator* a = g_allocators[1].load();
+  // The CUDA caching allocator registers itself on first use; without CUDA
+  // this throws "no CUDA allocator: loom was built without CUDA ...".
+  return a ? *a : cuda::device_allocator();
 }
 
 void set_allocator(DeviceType type, Allocator* allocator) {
-  g_allocators[static_cast<int>(type)] = allocator;
+  g_allocators[static_cast<int>(type)].store(allocator);
 }
 
 }  // namespace loom

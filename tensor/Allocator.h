@@ -24,8 +24,9 @@ class Allocator {
   virtual DataPtr allocate(size_t nbytes, Device device) = 0;
 };
 
-// The allocator for a device type.  Throws for CUDA when loom was built
-// without it.
+// The allocator for a device type: for kCUDA the caching allocator of
+// tensor/CudaMemory.h unless set_allocator replaced it.  Throws for CUDA when
+// loom was built without it.
 Allocator& allocator_for(DeviceType type);
 // Replaces the allocator of a device type (the CUDA backend calls this).
 void set_allocator(DeviceType type, Allocator* allocator);

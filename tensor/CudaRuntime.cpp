@@ -1,14 +1,50 @@
-// The CPU-only side of loom::cuda.  With CUDA (LOOM_WITH_CUDA) the runtime
-// queries and kernels live in tensor/cuda/*.cu; without it this file supplies
-// stubs with the same signatures, so callers never need #ifdefs: queries say
-// "no device" and kernels throw loom::Error.
+// The build-independent part of loom::cuda's runtime (argument checks, the
+// DeviceGuard) and, without CUDA, the stubs.  With CUDA (LOOM_WITH_CUDA) the
+// driver queries live in tensor/cuda/Runtime.cu; without it this file supplies
+// the same signatures, so callers never need #ifdefs: queries say "no device"
+// and everything that needs one throws loom::Error.
 #include "tensor/CudaRuntime.h"
 
 #include "tensor/Error.h"
+#include "tensor/cuda/Copy.h"
 #include "tensor/cuda/VectorAdd.h"
 
 namespace loom {
 namespace cuda {
+
+namespace {
+constexpr const char* kNoCuda =
+    "loom was built without CUDA (no toolkit found at build time, or LOOM_DISABLE_CUDA=1)";
+}  // namespace
+
+void check_device(int device, const char* who) {
+  LOOM_CHECK(built_with_cuda(), who, ": CUDA device ", device, " is not available: ", kNoCuda);
+  const int n = device_count();
+  LOOM_CHECK(n > 0, who, ": CUDA device ", device,
+             " is not available: no CUDA device is visible (no GPU, no driver, or "
+             "CUDA_VISIBLE_DEVICES hides them)");
+  LOOM_CHECK(device >= 0 && device < n, who, ": invalid CUDA device index ", device, ": ", n,
+             " CUDA device", n == 1 ? " is" : "s are", " visible (valid indices 0..", n - 1,
+             ")");
+}
+
+uint64_t current_stream_handle(int) { return 0; }
+
+DeviceGuard::DeviceGuard(int device) {
+  check_device(device, "cuda::DeviceGuard");
+  original_ = current_device();
+  device_ = device;
+  if (device_ != original_) set_device(device_);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (device_ == original_) return;
+  try {
+    set_device(original_);
+  } catch (...) {
+    // A destructor must not throw; the device was valid when the guard began.
+  }
+}
 
 #ifdef LOOM_WITH_CUDA
 
@@ -20,9 +56,32 @@ bool built_with_cuda() { return false; }
 int device_count() { return 0; }
 bool is_available() { return false; }
 
+DeviceProperties get_device_properties(int device) {
+  check_device(device, "cuda::get_device_properties");
+  return {};
+}
+MemoryInfo memory_info(int device) {
+  check_device(device, "cuda::memory_info");
+  return {};
+}
+int current_device() { LOOM_FAIL("cuda::current_device: ", kNoCuda); }
+void set_device(int device) { check_device(device, "cuda::set_device"); }
+void synchronize(int device) { check_device(device < 0 ? 0 : device, "cuda::synchronize"); }
+
 void vector_add(const float*, const float*, float*, int64_t, int) {
-  LOOM_FAIL("cuda::vector_add: loom was built without CUDA (no toolkit found, or "
-            "LOOM_DISABLE_CUDA=1)");
+  LOOM_FAIL("cuda::vector_add: ", kNoCuda);
+}
+void memcpy_async(void*, const void*, size_t, int, uint64_t) {
+  LOOM_FAIL("cuda::memcpy_async: ", kNoCuda);
+}
+void stream_synchronize(int, uint64_t) { LOOM_FAIL("cuda::stream_synchronize: ", kNoCuda); }
+void strided_copy(void*, const int64_t*, const void*, const int64_t*, const int64_t*, int,
+                  size_t, int, uint64_t) {
+  LOOM_FAIL("cuda::strided_copy: ", kNoCuda);
+}
+void strided_fill(void*, const int64_t*, const int64_t*, int, size_t, const void*, int,
+                  uint64_t) {
+  LOOM_FAIL("cuda::strided_fill: ", kNoCuda);
 }
 
 #endif  // LOOM_WITH_CUDA

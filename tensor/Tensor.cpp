@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "tensor/CudaMemory.h"
 #include "tensor/ShapeUtil.h"
 
 namespace loom {
@@ -44,6 +45,10 @@ size_t Tensor::nbytes() const { return numel() * element_size(); }
 bool Tensor::is_floating_point() const { return loom::is_floating_point(dtype()); }
 uint64_t Tensor::version() const { return checked(impl_, "version").version->load(); }
 void Tensor::bump_version() const { ++*checked(impl_, "bump_version").version; }
+
+bool Tensor::is_pinned() const {
+  return defined() && is_cpu() && cuda::is_pinned(storage().data());
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;

@@ -61,6 +61,10 @@ class Tensor {
   bool is_floating_point() const;
   bool is_cpu() const { return device().is_cpu(); }
   bool is_cuda() const { return device().is_cuda(); }
+  // True for a CPU tensor whose memory is page-locked (cuda::pinned_empty),
+  // which host<->GPU copies can read and write asynchronously.  False without
+  // CUDA.
+  bool is_pinned() const;
   // Counts in-place writes to this tensor's storage (shared with views).
   uint64_t version() const;
   void bump_version() const;
@@ -133,6 +137,10 @@ class Tensor {
   Tensor clone() const;
   // Copies src (broadcast to this shape, any dtype/device) into this tensor.
   Tensor& copy_(const Tensor& src);
+  // A copy on `device` (this tensor itself when already there); differentiable.
+  // non_blocking: a copy between pinned host memory (is_pinned) and a GPU
+  // returns before it has run (synchronize the device or stream before
+  // reading the result on the host); every other copy waits.
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype) const;

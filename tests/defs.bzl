@@ -1,9 +1,10 @@
 """One cc_test per *_test.cpp file in a tests/ folder."""
 
-def loom_tests(deps = [], tags = {}, size = "small", shard_count = {}):
+def loom_tests(deps = [], tags = {}, size = "small", shard_count = {}, file_deps = {}):
     """Declares a cc_test for every *_test.cpp here.
 
     tags: file name -> extra tags (e.g. {"cuda_test.cpp": ["gpu"]}).
+    file_deps: file name -> extra deps of that test only (e.g. cuDNN).
     """
     for src in native.glob(["*_test.cpp"]):
         name = src[:-len(".cpp")]
@@ -14,7 +15,7 @@ def loom_tests(deps = [], tags = {}, size = "small", shard_count = {}):
             linkstatic = True,
             tags = tags.get(src, []),
             shard_count = shard_count.get(src, None),
-            deps = deps + [
+            deps = deps + file_deps.get(src, []) + [
                 "//:loom",
                 "//tests:test_util",
                 "@gtest//:gtest_main",

@@ -232,8 +232,8 @@ class CopyBackward final : public Node {
   DType src_dtype_;
 };
 
-Tensor to_impl(const Tensor& self, Device device, DType dtype) {
-  Tensor out = native::to(self, device, dtype);
+Tensor to_impl(const Tensor& self, Device device, DType dtype, bool non_blocking = false) {
+  Tensor out = native::to(self, device, dtype, non_blocking);
   if (out.is_same(self)) return self;
   if (out.is_floating_point() && self.is_floating_point())
     record<ToCopyBackward>({self}, {out}, self.device(), self.dtype());
@@ -265,7 +265,9 @@ std::string grad_fn_name(const Tensor& t) {
 
 // ---- copies ---------------------------------------------------------------------
 
-Tensor Tensor::to(Device device, bool /*non_blocking*/) const { return to_impl(*this, device, dtype()); }
+Tensor Tensor::to(Device device, bool non_blocking) const {
+  return to_impl(*this, device, dtype(), non_blocking);
+}
 Tensor Tensor::to(DType dtype) const { return to_impl(*this, device(), dtype); }
 Tensor Tensor::to(Device device, DType dtype) const { return to_impl(*this, device, dtype); }
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "tensor/CudaRuntime.h"
-#include "tensor/cuda/Check.cuh"
+#include "tensor/cuda/Check.h"
 
 namespace loom {
 namespace cuda {

@@ -90,6 +90,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   check_defined(name, a, "self");
   check_defined(name, b, "other");
   check_same_device(name, a, "self", b, "other");
+  check_kernel_device(name, a);
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType compute = promoted_dtype(a, b);
   if (op == BinaryOp::kDiv && !is_floating_point(compute)) compute = kFloat32;
@@ -97,8 +98,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   Tensor out = empty(shape, TensorOptions(result_dtype(op, a, b)).device(a.device()));
   const Tensor ea = expand_to(to(a, a.device(), compute), shape);
   const Tensor eb = expand_to(to(b, b.device(), compute), shape);
-  LOOM_CHECK(a.is_cpu(), name, ": ", a.device(), " needs the CUDA backend");
-  cpu::binary_kernel(op, out, ea, eb, alpha);
+  if (out.is_cuda())
+    cuda::binary_kernel(op, out, ea, eb, alpha);
+  else
+    cpu::binary_kernel(op, out, ea, eb, alpha);
   return out;
 }
 
@@ -107,6 +110,7 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
   check_defined(name, self, "self");
   check_defined(name, other, "other");
   check_same_device(name, self, "self", other, "other");
+  check_kernel_device(name, self);
   const IntList shape = broadcast_shapes(self.sizes(), other.sizes(), name);
   LOOM_CHECK(shape == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),
              " doesn't match the broadcast shape ", shape_str(shape));
@@ -121,8 +125,10 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
              dtype_name(self.dtype()));
   Tensor o = expand_to(to(other, other.device(), self.dtype()), shape);
   if (o.storage().is_alias_of(self.storage())) o = clone(o);
-  LOOM_CHECK(self.is_cpu(), name, ": ", self.device(), " needs the CUDA backend");
-  cpu::binary_kernel(op, self, self, o, alpha);
+  if (self.is_cuda())
+    cuda::binary_kernel(op, self, self, o, alpha);
+  else
+    cpu::binary_kernel(op, self, self, o, alpha);
   self.bump_version();
 }
 
@@ -133,10 +139,14 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   LOOM_CHECK(rtol >= 0 && atol >= 0, "isclose: rtol and atol must be non-negative, got rtol=",
              rtol, " atol=", atol);
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), "isclose");
-  LOOM_CHECK(a.is_cpu(), "isclose: ", a.device(), " needs the CUDA backend");
+  check_kernel_device("isclose", a);
   Tensor out = empty(shape, TensorOptions(kBool).device(a.device()));
-  cpu::isclose_kernel(out, expand_to(to(a, a.device(), kFloat64), shape),
-                      expand_to(to(b, b.device(), kFloat64), shape), rtol, atol);
+  const Tensor ea = expand_to(to(a, a.device(), kFloat64), shape);
+  const Tensor eb = expand_to(to(b, b.device(), kFloat64), shape);
+  if (out.is_cuda())
+    cuda::isclose_kernel(out, ea, eb, rtol, atol);
+  else
+    cpu::isclose_kernel(out, ea, eb, rtol, atol);
   return out;
 }
 

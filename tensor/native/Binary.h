@@ -1,5 +1,6 @@
 // Raw binary elementwise ops: broadcasting, type promotion and device checks
-// here; the per-element work in the backend's kernel (tensor/cpu/Binary.cpp).
+// here; the per-element work in the backend's kernel (tensor/cpu/Binary.cpp,
+// or tensor/cuda/Binary.cu for CUDA tensors).  Every dtype runs on both.
 #pragma once
 
 #include "tensor/Tensor.h"
@@ -63,4 +64,14 @@ void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, cons
 void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
                     double atol);
 }  // namespace cpu
+
+namespace cuda {
+// The same kernels for tensors on one CUDA device (tensor/native/CudaElementwise.cpp),
+// queued on its current stream.  Operands may have any strides (stride 0 for
+// broadcast dims).
+void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
+                   Scalar alpha);
+void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
+                    double atol);
+}  // namespace cuda
 }  // namespace loom

@@ -33,7 +33,7 @@ cpu::ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const
              " and weight ", weight.describe(), " must have the same dtype");
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
              "conv2d: expected float32 or float64 tensors, got ", input.describe());
-  LOOM_CHECK(input.is_cpu(), "conv2d: ", input.device(), " needs the CUDA backend");
+  check_cpu_kernel("conv2d", input);
   const IntList stride = pair_arg(stride_arg, "stride");
   const IntList padding = pair_arg(padding_arg, "padding");
   const IntList dilation = pair_arg(dilation_arg, "dilation");

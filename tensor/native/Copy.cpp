@@ -2,8 +2,10 @@
 
 #include <cstring>
 
+#include "tensor/CudaRuntime.h"
 #include "tensor/Factory.h"
 #include "tensor/cpu/Loops.h"
+#include "tensor/native/CudaCopy.h"
 #include "tensor/native/Views.h"
 
 namespace loom {
@@ -20,6 +22,15 @@ void check_same_device(const char* op, const Tensor& a, const char* a_name, cons
              "devices, ",
              a.device(), " (argument '", a_name, "') and ", b.device(), " (argument '",
              b_name, "'); move one with .to(device)");
+}
+
+void check_cpu_kernel(const char* op, const Tensor& t) {
+  LOOM_CHECK(t.is_cpu(), op, " is not implemented for CUDA yet (got ", t.describe(),
+             "); move the tensor to the CPU with .cpu() first");
+}
+
+void check_kernel_device(const char* op, const Tensor& t) {
+  if (t.is_cuda()) cuda::check_device(t.device().index, op);
 }
 
 namespace {
@@ -47,16 +58,17 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-void copy_(const Tensor& dst, const Tensor& src) {
+void copy_(const Tensor& dst, const Tensor& src, bool non_blocking) {
   check_defined("copy_", dst, "self");
   check_defined("copy_", src, "src");
   Tensor s = src;
   if (s.sizes() != dst.sizes()) s = expand(s, dst.sizes());
   if (overlaps(dst, s) && !(dst.is_same(s))) s = clone(s);
   if (dst.is_same(src)) return;
-  LOOM_CHECK(dst.is_cpu() && s.is_cpu(), "copy_: copying from ", s.device(), " to ",
-             dst.device(), " needs the CUDA backend, which this build does not have");
-  copy_cpu(dst, s);
+  if (dst.is_cpu() && s.is_cpu())
+    copy_cpu(dst, s);
+  else
+    copy_cuda_(dst, s, non_blocking);
   dst.bump_version();
 }
 
@@ -72,17 +84,22 @@ Tensor contiguous(const Tensor& src) {
   return src.is_contiguous() ? src : clone(src);
 }
 
-Tensor to(const Tensor& src, Device device, DType dtype) {
+Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking) {
   check_defined("to", src, "self");
   if (src.device() == device && src.dtype() == dtype) return src;
+  if (device.is_cuda()) cuda::check_device(device.index, "to");
   Tensor out = empty(src.sizes(), TensorOptions(dtype).device(device));
-  copy_(out, src);
+  copy_(out, src, non_blocking);
   return out;
 }
 
 void fill_(const Tensor& t, Scalar value) {
   check_defined("fill_", t, "self");
-  LOOM_CHECK(t.is_cpu(), "fill_: ", t.device(), " needs the CUDA backend");
+  if (t.is_cuda()) {
+    fill_cuda_(t, value);
+    t.bump_version();
+    return;
+  }
   dispatch_dtype(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value.to_double());

@@ -8,21 +8,32 @@ namespace loom {
 namespace native {
 
 // Copies src into dst: src broadcast to dst's shape, converted to dst's dtype,
-// across devices.  Bumps dst's version.
-void copy_(const Tensor& dst, const Tensor& src);
+// across devices (CUDA cases: tensor/native/CudaCopy.h, which says when
+// non_blocking makes a host<->GPU copy asynchronous).  Bumps dst's version.
+void copy_(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 // A new contiguous tensor with the same values.
 Tensor clone(const Tensor& src);
 // src itself when already contiguous, else a contiguous copy.
 Tensor contiguous(const Tensor& src);
 // src itself when nothing changes, else a copy on `device` with `dtype`.
-Tensor to(const Tensor& src, Device device, DType dtype);
-// Fills every element with value (converted to t's dtype).  Bumps the version.
+// Throws loom::Error for a CUDA device that does not exist (or without CUDA).
+Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking = false);
+// Fills every element with value (converted to t's dtype), on the CPU or a
+// CUDA device.  Bumps the version.
 void fill_(const Tensor& t, Scalar value);
 
 // Throws unless every tensor is on the same device, naming the op, the
 // arguments and both devices.
 void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
                        const char* b_name);
+// Throws "<op> is not implemented for CUDA yet" unless t is on the CPU: every
+// op with only a CPU kernel calls this before touching t's data.
+void check_cpu_kernel(const char* op, const Tensor& t);
+// For ops with a kernel per backend: throws unless t's device can run one, i.e.
+// t is on the CPU or on a visible CUDA device (the message names the op and
+// the device index, or says loom was built without CUDA).  Called before
+// touching t's data.
+void check_kernel_device(const char* op, const Tensor& t);
 // Throws unless t is defined, naming the op and argument.
 void check_defined(const char* op, const Tensor& t, const char* name);
 

@@ -12,7 +12,7 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen
   LOOM_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
   LOOM_CHECK(input.is_floating_point(), "dropout: expected a floating-point input, got ",
              input.describe());
-  LOOM_CHECK(input.is_cpu(), "dropout: ", input.device(), " needs the CUDA backend");
+  check_cpu_kernel("dropout", input);
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed;
   {

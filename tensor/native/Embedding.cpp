@@ -18,7 +18,7 @@ Tensor checked_indices(const char* op, const Tensor& indices, int64_t limit) {
   check_defined(op, indices, "indices");
   LOOM_CHECK(indices.dtype() == kInt64 || indices.dtype() == kInt32, op,
              ": expected indices of dtype int64 (or int32), got ", indices.describe());
-  LOOM_CHECK(indices.is_cpu(), op, ": ", indices.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, indices);
   const Tensor idx = contiguous(to(indices, indices.device(), kInt64));
   const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
   for (int64_t i = 0; i < idx.numel(); ++i) {
@@ -46,7 +46,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   LOOM_CHECK(weight.dim() == 2, "embedding: expected weight of shape (V, D), got ",
              weight.describe());
   check_same_device("embedding", weight, "weight", indices, "indices");
-  LOOM_CHECK(weight.is_cpu(), "embedding: ", weight.device(), " needs the CUDA backend");
+  check_cpu_kernel("embedding", weight);
   const int64_t V = weight.sizes()[0], D = weight.sizes()[1];
   const Tensor idx = checked_indices("embedding", indices, V);
   Tensor out = empty(with_last(indices.sizes(), D),

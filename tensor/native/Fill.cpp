@@ -15,7 +15,7 @@ void check_fill(const char* op, const Tensor& t) {
   check_defined(op, t, "self");
   LOOM_CHECK(t.is_floating_point(), op, ": expected a floating-point tensor, got ",
              t.describe());
-  LOOM_CHECK(t.is_cpu(), op, ": ", t.describe(), " needs the CUDA backend");
+  check_cpu_kernel(op, t);
 }
 
 // Writes draw() into every element of t in row-major order, drawing under

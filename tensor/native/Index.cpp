@@ -33,7 +33,7 @@ void check_nd_index(const char* op, const Tensor& self, const Tensor& index) {
 Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
 
 void check_cpu(const char* op, const Tensor& t) {
-  LOOM_CHECK(t.is_cpu(), op, ": ", t.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, t);
 }
 
 }  // namespace

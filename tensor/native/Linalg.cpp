@@ -87,7 +87,7 @@ void check_pair(const char* op, const Tensor& a, const char* a_name, const Tenso
   LOOM_CHECK(a.dtype() == b.dtype(), op, ": expected ", a_name, " and ", b_name,
              " to have the same dtype, but got ", dtype_name(a.dtype()), " and ",
              dtype_name(b.dtype()));
-  LOOM_CHECK(a.is_cpu(), op, ": ", a.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, a);
 }
 
 // Sums the rows of a (m, n) matrix into a (n) vector.

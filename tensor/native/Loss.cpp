@@ -84,7 +84,7 @@ ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tenso
                dtype_name(input.dtype()), " like the input, got ", weight.describe());
     check_same_device(op, input, "input", weight, "weight");
   }
-  LOOM_CHECK(input.is_cpu(), op, ": ", input.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, input);
   const Tensor t = contiguous(target);
   const int64_t* tp = static_cast<const int64_t*>(t.data_ptr());
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -166,7 +166,7 @@ std::tuple<Tensor, Tensor> mse_operands(const char* op, const Tensor& input,
              ": expected input and target of one floating dtype, got input ", input.describe(),
              " and target ", target.describe());
   check_same_device(op, input, "input", target, "target");
-  LOOM_CHECK(input.is_cpu(), op, ": ", input.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, input);
   const IntList shape = broadcast_shapes(input.sizes(), target.sizes(), op);
   return {contiguous(expand(input, shape)), contiguous(expand(target, shape))};
 }

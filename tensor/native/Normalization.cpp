@@ -49,7 +49,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
              input.describe());
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
              "batch_norm: expected a float32 or float64 input, got ", input.describe());
-  LOOM_CHECK(input.is_cpu(), "batch_norm: ", input.device(), " needs the CUDA backend");
+  check_cpu_kernel("batch_norm", input);
   check_channel_tensor(input, weight, "weight");
   check_channel_tensor(input, bias, "bias");
   check_channel_tensor(input, running_mean, "running_mean");

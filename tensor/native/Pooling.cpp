@@ -37,7 +37,7 @@ void check_input(const char* op, const Tensor& input) {
                input.describe());
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
              ": expected a float32 or float64 input, got ", input.describe());
-  LOOM_CHECK(input.is_cpu(), op, ": ", input.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, input);
 }
 
 cpu::PoolGeometry pool_geometry(const char* op, const Tensor& input, const IntList& kernel_arg,

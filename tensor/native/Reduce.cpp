@@ -13,7 +13,27 @@ namespace native {
 namespace {
 
 void check_cpu(const char* op, const Tensor& self) {
-  LOOM_CHECK(self.is_cpu(), op, ": ", self.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, self);
+}
+
+// For the reductions with a CUDA kernel too.
+void check_device(const char* op, const Tensor& self) {
+  check_kernel_device(op, self);
+}
+
+void sum_on_device(const Tensor& out, const ReduceView& v, bool mean) {
+  if (out.is_cuda())
+    cuda::sum_kernel(out, v, mean);
+  else
+    cpu::sum_kernel(out, v, mean);
+}
+
+void extremum_on_device(const Tensor& values, const Tensor& indices, const ReduceView& v,
+                        bool is_max) {
+  if (v.src.is_cuda())
+    cuda::extremum_kernel(values, indices, v, is_max);
+  else
+    cpu::extremum_kernel(values, indices, v, is_max);
 }
 
 void check_floating(const char* op, const Tensor& self) {
@@ -34,7 +54,7 @@ std::vector<bool> one_dim_mask(const Tensor& self, int64_t dim, const char* op) 
 std::tuple<Tensor, Tensor> extremum(const char* op, const Tensor& self, int64_t dim, bool keepdim,
                                     bool is_max, bool want_values) {
   check_defined(op, self, "self");
-  check_cpu(op, self);
+  check_device(op, self);
   const std::vector<bool> mask = one_dim_mask(self, dim, op);
   const int64_t d = wrap_dim(dim, self.dim(), op);
   const int64_t reduce_size = self.dim() == 0 ? 1 : self.sizes()[d];
@@ -43,19 +63,19 @@ std::tuple<Tensor, Tensor> extremum(const char* op, const Tensor& self, int64_t 
   const IntList shape = reduced_shape(self.sizes(), mask, keepdim);
   Tensor values = want_values ? empty(shape, like(self, self.dtype())) : Tensor();
   Tensor indices = empty(shape, like(self, kInt64));
-  cpu::extremum_kernel(values, indices, reduce_view(self, mask), is_max);
+  extremum_on_device(values, indices, reduce_view(self, mask), is_max);
   return {values, indices};
 }
 
 Tensor extremum_all(const char* op, const Tensor& self, bool is_max, bool want_index) {
   check_defined(op, self, "self");
-  check_cpu(op, self);
+  check_device(op, self);
   LOOM_CHECK(self.numel() > 0, op, ": expected a non-empty tensor, got ", self.describe(),
              "; reduce along a dim instead");
   const std::vector<bool> mask(self.dim(), true);
   Tensor values = want_index ? Tensor() : empty({}, like(self, self.dtype()));
   Tensor index = empty({}, like(self, kInt64));
-  cpu::extremum_kernel(values, index, reduce_view(self, mask), is_max);
+  extremum_on_device(values, index, reduce_view(self, mask), is_max);
   return want_index ? index : values;
 }
 
@@ -116,21 +136,21 @@ Tensor reduction_layout(const Tensor& self, const std::vector<bool>& mask, int64
 
 Tensor sum(const Tensor& self, IntList dims, bool keepdim) {
   check_defined("sum", self, "self");
-  check_cpu("sum", self);
+  check_device("sum", self);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), "sum");
   const DType out_dtype = is_floating_point(self.dtype()) ? self.dtype() : kInt64;
   Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, out_dtype));
-  cpu::sum_kernel(out, reduce_view(self, mask), /*mean=*/false);
+  sum_on_device(out, reduce_view(self, mask), /*mean=*/false);
   return out;
 }
 
 Tensor mean(const Tensor& self, IntList dims, bool keepdim) {
   check_defined("mean", self, "self");
   check_floating("mean", self);
-  check_cpu("mean", self);
+  check_device("mean", self);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), "mean");
   Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, self.dtype()));
-  cpu::sum_kernel(out, reduce_view(self, mask), /*mean=*/true);
+  sum_on_device(out, reduce_view(self, mask), /*mean=*/true);
   return out;
 }
 

@@ -5,6 +5,8 @@
 // otherwise they are permuted to the end first.  The CPU kernels in
 // tensor/cpu/Reduce.cpp then reduce the middle axis, in parallel over outputs,
 // or over the reduced axis itself when there are too few outputs to share.
+// On CUDA, sum, mean and the max/min family run tensor/cuda/Reduce.cu's
+// kernels over the same view.
 #pragma once
 
 #include <tuple>
@@ -71,4 +73,14 @@ void extremum_kernel(const Tensor& values, const Tensor& indices, const native::
 void scatter_reduced_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& indices,
                             int64_t outer, int64_t reduce, int64_t inner);
 }  // namespace cpu
+
+namespace cuda {
+// sum/mean and max/min/argmax/argmin for a ReduceView on one CUDA device
+// (tensor/native/CudaReduce.cpp, kernels in tensor/cuda/Reduce.cu), queued on
+// its current stream.  var/std and the max/min backward have no CUDA kernel
+// yet and say "not implemented for CUDA yet".
+void sum_kernel(const Tensor& out, const native::ReduceView& v, bool mean);
+void extremum_kernel(const Tensor& values, const Tensor& indices, const native::ReduceView& v,
+                     bool is_max);
+}  // namespace cuda
 }  // namespace loom

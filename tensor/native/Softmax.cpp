@@ -30,7 +30,7 @@ void check_input(const char* op, const Tensor& self) {
   LOOM_CHECK(self.is_floating_point(), op,
              ": expected a floating-point tensor (float32 or float64), got ", self.describe(),
              "; convert it with .to(kFloat32) first");
-  LOOM_CHECK(self.is_cpu(), op, ": ", self.device(), " needs the CUDA backend");
+  check_cpu_kernel(op, self);
 }
 
 Tensor forward(const char* op, const Tensor& self, int64_t dim, bool log) {

@@ -44,9 +44,8 @@ DType unary_result_dtype(UnaryOp op, DType dtype) {
 
 namespace {
 
-void check_cpu(const char* name, const Tensor& t) {
-  LOOM_CHECK(t.is_cpu(), name, ": ", t.describe(), " needs the CUDA backend, which this build "
-             "does not have");
+void check_device(const char* name, const Tensor& t) {
+  check_kernel_device(name, t);
 }
 
 // The (first) dtype `self op bound` promotes to, PyTorch-style: a fractional
@@ -64,9 +63,13 @@ Tensor unary(UnaryOp op, const Tensor& self) {
   const char* name = unary_op_name(op);
   check_defined(name, self, "self");
   const DType dtype = unary_result_dtype(op, self.dtype());
-  check_cpu(name, self);
+  check_device(name, self);
   Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
-  cpu::unary_kernel(op, out, to(self, self.device(), dtype));
+  const Tensor in = to(self, self.device(), dtype);
+  if (out.is_cuda())
+    cuda::unary_kernel(op, out, in);
+  else
+    cpu::unary_kernel(op, out, in);
   return out;
 }
 
@@ -77,8 +80,11 @@ void unary_(UnaryOp op, const Tensor& self) {
   LOOM_CHECK(dtype == self.dtype(), name, "_: result type ", dtype_name(dtype),
              " can't be cast to the desired output type ", dtype_name(self.dtype()), " of ",
              self.describe(), "; use the out-of-place ", name, "()");
-  check_cpu(name, self);
-  cpu::unary_kernel(op, self, self);
+  check_device(name, self);
+  if (self.is_cuda())
+    cuda::unary_kernel(op, self, self);
+  else
+    cpu::unary_kernel(op, self, self);
   self.bump_version();
 }
 
@@ -90,9 +96,13 @@ Tensor pow(const Tensor& self, Scalar exponent) {
              "pow: integers to negative integer powers are not allowed (self ",
              self.describe(), ", exponent ", exponent.to_int(),
              "); convert self with .to(kFloat32) first");
-  check_cpu("pow", self);
+  check_device("pow", self);
   Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
-  cpu::pow_scalar_kernel(out, to(self, self.device(), dtype), exponent);
+  const Tensor in = to(self, self.device(), dtype);
+  if (out.is_cuda())
+    cuda::pow_scalar_kernel(out, in, exponent);
+  else
+    cpu::pow_scalar_kernel(out, in, exponent);
   return out;
 }
 
@@ -103,7 +113,7 @@ void check_clamp_args(const char* name, const Tensor& self, const std::optional<
   LOOM_CHECK(min || max, name, ": at least one of 'min' or 'max' must be given");
   LOOM_CHECK(self.dtype() != kBool, name, ": not supported for bool tensors, got ",
              self.describe());
-  check_cpu(name, self);
+  check_device(name, self);
 }
 }  // namespace
 
@@ -111,7 +121,11 @@ Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar
   check_clamp_args("clamp", self, min, max);
   const DType dtype = scalar_result_dtype(self.dtype(), {min, max});
   Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
-  cpu::clamp_kernel(out, to(self, self.device(), dtype), min, max);
+  const Tensor in = to(self, self.device(), dtype);
+  if (out.is_cuda())
+    cuda::clamp_kernel(out, in, min, max);
+  else
+    cpu::clamp_kernel(out, in, min, max);
   return out;
 }
 
@@ -121,7 +135,10 @@ void clamp_(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar>
   LOOM_CHECK(dtype == self.dtype(), "clamp_: result type ", dtype_name(dtype),
              " (a fractional bound) can't be cast to the desired output type ",
              dtype_name(self.dtype()), " of ", self.describe());
-  cpu::clamp_kernel(self, self, min, max);
+  if (self.is_cuda())
+    cuda::clamp_kernel(self, self, min, max);
+  else
+    cpu::clamp_kernel(self, self, min, max);
   self.bump_version();
 }
 
@@ -137,7 +154,7 @@ Tensor grad_like(const char* name, const Tensor& grad, const Tensor& saved) {
   check_same_device(name, grad, "grad", saved, "saved");
   LOOM_CHECK(is_floating_point(saved.dtype()), name, ": expected a floating saved tensor, got ",
              saved.describe());
-  check_cpu(name, saved);
+  check_device(name, saved);
   return to(grad, grad.device(), saved.dtype());
 }
 
@@ -149,14 +166,20 @@ Tensor empty_like_contiguous(const Tensor& t) {
 Tensor unary_backward(UnaryBackwardOp op, const Tensor& grad, const Tensor& saved) {
   const Tensor g = grad_like("unary_backward", grad, saved);
   Tensor out = empty_like_contiguous(saved);
-  cpu::unary_backward_kernel(op, out, g, saved);
+  if (out.is_cuda())
+    cuda::unary_backward_kernel(op, out, g, saved);
+  else
+    cpu::unary_backward_kernel(op, out, g, saved);
   return out;
 }
 
 Tensor pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
   const Tensor g = grad_like("pow_backward", grad, self);
   Tensor out = empty_like_contiguous(self);
-  cpu::pow_backward_kernel(out, g, self, exponent);
+  if (out.is_cuda())
+    cuda::pow_backward_kernel(out, g, self, exponent);
+  else
+    cpu::pow_backward_kernel(out, g, self, exponent);
   return out;
 }
 
@@ -164,7 +187,10 @@ Tensor clamp_backward(const Tensor& grad, const Tensor& self, std::optional<Scal
                       std::optional<Scalar> max) {
   const Tensor g = grad_like("clamp_backward", grad, self);
   Tensor out = empty_like_contiguous(self);
-  cpu::clamp_backward_kernel(out, g, self, min, max);
+  if (out.is_cuda())
+    cuda::clamp_backward_kernel(out, g, self, min, max);
+  else
+    cpu::clamp_backward_kernel(out, g, self, min, max);
   return out;
 }
 

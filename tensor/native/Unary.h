@@ -6,7 +6,8 @@
 // and clamp keep integer dtypes and reject bool.  The in-place forms (unary_,
 // clamp_) throw when the result dtype is not self's.  Inputs may have any
 // layout; outputs are new contiguous tensors.  Device checks here, the
-// per-element work in the backend (tensor/cpu/Unary.cpp).
+// per-element work in the backend (tensor/cpu/Unary.cpp, or for CUDA tensors
+// tensor/cuda/Unary.cu and UnaryBackward.cu).
 #pragma once
 
 #include <optional>
@@ -79,4 +80,19 @@ void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& se
 void clamp_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
                            std::optional<Scalar> min, std::optional<Scalar> max);
 }  // namespace cpu
+
+namespace cuda {
+// The same kernels for tensors on one CUDA device (tensor/native/CudaElementwise.cpp),
+// queued on its current stream.
+void unary_kernel(native::UnaryOp op, const Tensor& out, const Tensor& in);
+void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent);
+void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min,
+                  std::optional<Scalar> max);
+void unary_backward_kernel(native::UnaryBackwardOp op, const Tensor& out, const Tensor& grad,
+                           const Tensor& saved);
+void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
+                         double exponent);
+void clamp_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
+                           std::optional<Scalar> min, std::optional<Scalar> max);
+}  // namespace cuda
 }  // namespace loom

@@ -20,11 +20,15 @@ Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   const IntList shape = broadcast_shapes(
       broadcast_shapes(condition.sizes(), self.sizes(), "where"), other.sizes(), "where");
   const DType dtype = promoted_dtype(self, other);
-  LOOM_CHECK(condition.is_cpu(), "where: ", condition.device(), " needs the CUDA backend");
+  check_kernel_device("where", condition);
   Tensor out = empty(shape, TensorOptions(dtype).device(self.device()));
-  cpu::where_kernel(out, expand_to(condition, shape),
-                    expand_to(to(self, self.device(), dtype), shape),
-                    expand_to(to(other, other.device(), dtype), shape));
+  const Tensor c = expand_to(condition, shape);
+  const Tensor a = expand_to(to(self, self.device(), dtype), shape);
+  const Tensor b = expand_to(to(other, other.device(), dtype), shape);
+  if (out.is_cuda())
+    cuda::where_kernel(out, c, a, b);
+  else
+    cpu::where_kernel(out, c, a, b);
   return out;
 }
 

@@ -18,4 +18,10 @@ namespace cpu {
 // out = condition ? a : b; all four of out's shape, a and b of out's dtype.
 void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
 }  // namespace cpu
+
+namespace cuda {
+// The same for tensors on one CUDA device (tensor/cuda/Where.cu), queued on
+// its current stream.
+void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
+}  // namespace cuda
 }  // namespace loom

@@ -1,7 +1,9 @@
-// The CUDA runtime queries and the one proof kernel (cuda::vector_add),
-// checked against loom's CPU add.  The GPU cases skip where no GPU is
+// The CUDA runtime queries (devices, properties, current device, guards,
+// errors) and the one proof kernel (cuda::vector_add), checked against
+// loom's CPU add.  The GPU cases skip where no GPU is
 // visible (and in builds without CUDA); the rest run everywhere.
 #include <cstdlib>
+#include <thread>
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/VectorAdd.h"
@@ -24,6 +26,53 @@ TEST(CudaRuntime, QueriesAgree) {
 #else
   EXPECT_FALSE(cuda::built_with_cuda());
 #endif
+}
+
+TEST(CudaRuntime, DevicePropertiesArePlausible) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
+  for (int i = 0; i < cuda::device_count(); ++i) {
+    const cuda::DeviceProperties p = cuda::get_device_properties(i);
+    EXPECT_EQ(p.index, i);
+    EXPECT_FALSE(p.name.empty());
+    EXPECT_GT(p.total_memory, size_t{1} << 30);
+    EXPECT_GE(p.major, 7);  // loom builds sm_80 / sm_90
+    EXPECT_GE(p.minor, 0);
+    EXPECT_GT(p.multiprocessor_count, 0);
+    const cuda::MemoryInfo m = cuda::memory_info(i);
+    EXPECT_EQ(m.total, p.total_memory);
+    EXPECT_LE(m.free, m.total);
+  }
+}
+
+TEST(CudaRuntime, CurrentDeviceIsPerThreadAndGuarded) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
+  const int last = cuda::device_count() - 1;
+  cuda::set_device(0);
+  EXPECT_EQ(cuda::current_device(), 0);
+  {
+    cuda::DeviceGuard guard(last);
+    EXPECT_EQ(cuda::current_device(), last);
+    EXPECT_EQ(guard.original_device(), 0);
+    int seen_on_other_thread = -1;
+    std::thread([&] { seen_on_other_thread = cuda::current_device(); }).join();
+    EXPECT_EQ(seen_on_other_thread, 0);  // a fresh thread starts on device 0
+  }
+  EXPECT_EQ(cuda::current_device(), 0);
+  cuda::synchronize();
+  cuda::synchronize(last);
+}
+
+TEST(CudaRuntime, BadDeviceIndexNamesIndexAndCount) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
+  const int n = cuda::device_count();
+  const std::string count = std::to_string(n) + " CUDA device";
+  EXPECT_LOOM_ERROR(cuda::get_device_properties(n), "cuda::get_device_properties",
+                    "invalid CUDA device index " + std::to_string(n), count);
+  EXPECT_LOOM_ERROR(cuda::set_device(-1), "cuda::set_device", "invalid CUDA device index -1",
+                    count);
+  EXPECT_LOOM_ERROR(cuda::DeviceGuard(n + 3), "cuda::DeviceGuard", count);
+  EXPECT_LOOM_ERROR(cuda::synchronize(n), "cuda::synchronize", count);
+  EXPECT_EQ(cuda::current_device(), 0);  // failed calls changed nothing
 }
 
 TEST(CudaRuntime, VectorAddMatchesCpu) {

@@ -42,7 +42,9 @@ def _cuda_configure_impl(ctx):
                 extra.append(name)
         ctx.template("BUILD", Label("//tools/cuda:BUILD.cuda.tpl"), {
             "%{includes}": repr(["cuda_include"] + extra),
-            "%{hdrs}": repr(["cuda_include/**/*.h", "cuda_include/**/*.hpp", "cuda_include/**/*.cuh"]),
+            "%{hdrs}": repr(["cuda_include/**/*.h", "cuda_include/**/*.hpp", "cuda_include/**/*.cuh",
+                        # extension-less headers that cuda_fp16.h (via cuBLAS) includes
+                        "cuda_include/nv/**"]),
             "%{linkopts_cudart}": repr(["-L" + root + "/lib64", "-Wl,-rpath," + root + "/lib64", "-lcudart"]),
             "%{linkopts_cublas}": repr(["-L" + root + "/lib64", "-lcublas", "-lcublasLt"]),
             "%{linkopts_cudnn}": repr(["-L" + root + "/lib64", "-L/usr/lib/x86_64-linux-gnu", "-lcudnn"]),

@@ -1,0 +1,173 @@
+// CachingAllocator: a device-memory cache in the spirit of PyTorch's
+// CUDACachingAllocator, written as plain C++ against a small backend so the
+// whole policy is unit-tested on CPU (tests/tensor/caching_allocator_test.cpp
+// uses a fake backend; tensor/cuda/Allocator.cu plugs in cudaMalloc/cudaFree
+// and cudaEvent*).
+//
+// Why cache: cudaMalloc/cudaFree are slow and synchronise the device, and a
+// training step frees and reallocates the same activations every iteration.
+// Freed blocks are kept and handed out again; memory goes back to the device
+// only on empty_cache() or when an allocation would otherwise fail.
+//
+// Policy (the numbers are PyTorch's):
+//   - Sizes round up to multiples of 512 bytes (kRoundBytes); 0 bytes gives
+//     nullptr and touches nothing.
+//   - Requests <= 1 MiB come from the small pool, carved out of 2 MiB
+//     segments; larger ones from the large pool.  A large request below
+//     10 MiB gets a 20 MiB segment (so a few can share one), a bigger one a
+//     segment rounded up to 2 MiB.
+//   - The best fit (smallest free block that is big enough) is taken; it is
+//     split when the rest is worth keeping (>= 512 bytes in the small pool,
+//     > 1 MiB in the large pool), and freed blocks merge with free neighbours
+//     of the same segment.
+//   - Pools are per stream: a block allocated on stream S returns to S's
+//     pool and is handed out only to later allocations on S, whose work is
+//     ordered after the freed block's last use without any synchronisation.
+//   - record_stream(ptr, T) says the block is also used by work on stream T.
+//     When such a block is freed, an event is recorded on each such stream;
+//     the block is reused only once all of them have completed.
+//   - Out of memory: the cache is emptied (after waiting for pending events)
+//     and the allocation retried once; if it still fails, loom::Error says
+//     how much was asked, how much is allocated and reserved, and where.
+//
+// Thread safety: every method may be called from any thread (one mutex).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace loom {
+
+// An opaque stream handle (a cudaStream_t cast to an integer for CUDA).
+using StreamId = uint64_t;
+
+// What the cache needs from a device: raw segments and events.  One backend
+// serves one device.  Apart from allocate_segment's nullptr, failures throw.
+class CachingAllocatorBackend {
+ public:
+  virtual ~CachingAllocatorBackend() = default;
+  // `bytes` of fresh memory, or nullptr when the device is out of memory.
+  virtual void* allocate_segment(size_t bytes) = 0;
+  // Returns a segment from allocate_segment (with its size).
+  virtual void free_segment(void* ptr, size_t bytes) = 0;
+  // Events: opaque handles that complete when the work queued on a stream
+  // before record_event has finished.
+  virtual void* create_event() = 0;
+  virtual void destroy_event(void* event) = 0;
+  virtual void record_event(void* event, StreamId stream) = 0;
+  virtual bool query_event(void* event) = 0;       // true when complete
+  virtual void synchronize_event(void* event) = 0;  // blocks until complete
+  // Extra words for the out-of-memory message (e.g. the device's free and
+  // total memory); may be empty.
+  virtual std::string describe_memory() { return {}; }
+};
+
+// Counters of one CachingAllocator.  Bytes are of rounded blocks.
+struct CachingAllocatorStats {
+  int64_t allocated_bytes = 0;       // in blocks handed out and not yet freed
+  int64_t requested_bytes = 0;       // what callers asked for (unrounded)
+  int64_t reserved_bytes = 0;        // in segments obtained from the backend
+  int64_t peak_allocated_bytes = 0;  // max allocated_bytes since the last reset
+  int64_t peak_reserved_bytes = 0;   // max reserved_bytes since the last reset
+  int64_t num_allocs = 0;            // allocate() calls that returned memory
+  int64_t num_frees = 0;             // free() calls
+  int64_t num_segments = 0;          // segments held now
+  int64_t num_segment_allocs = 0;    // backend allocate_segment successes
+  int64_t num_segment_frees = 0;     // backend free_segment calls
+  int64_t num_pending_frees = 0;     // freed blocks waiting on stream events
+  int64_t num_ooms = 0;              // allocations that failed for memory
+  int64_t num_cache_flushes = 0;     // times the cache was emptied to retry
+};
+
+class CachingAllocator {
+ public:
+  static constexpr size_t kRoundBytes = 512;             // size granularity
+  static constexpr size_t kSmallRequest = 1 << 20;       // small pool limit
+  static constexpr size_t kSmallSegment = 2 << 20;       // small pool segment
+  static constexpr size_t kMinLargeAlloc = 10 << 20;     // below: 20 MiB segment
+  static constexpr size_t kLargeSegment = 20 << 20;
+  static constexpr size_t kLargeRound = 2 << 20;         // large segment rounding
+
+  // `device_name` ("cuda:0") appears in error messages.
+  CachingAllocator(std::unique_ptr<CachingAllocatorBackend> backend, std::string device_name);
+  // Returns every segment to the backend (also ones still allocated) and
+  // destroys pending events.
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // A block of at least nbytes (512-byte aligned relative to its segment)
+  // for use on `stream`; nullptr for 0 bytes.  Throws loom::Error when the
+  // device is out of memory even after emptying the cache.
+  void* allocate(size_t nbytes, StreamId stream);
+  // Returns a block from allocate() to its stream's pool (or, after
+  // record_stream, to the pending list).  nullptr is ignored.  Throws
+  // loom::Error for a pointer that is not an allocated block: a double free,
+  // a pointer into a block, or memory this allocator never gave out.
+  void free(void* ptr);
+  // Marks the allocated block at ptr as used by work on `stream`, so free()
+  // defers its reuse until that work (queued before the free) has finished.
+  // Throws loom::Error when ptr is not an allocated block.
+  void record_stream(void* ptr, StreamId stream);
+  // Waits for pending events, then returns every wholly free segment to the
+  // backend.  Allocated blocks stay valid.
+  void empty_cache();
+
+  CachingAllocatorStats stats() const;
+  // Sets the peaks to the current values.
+  void reset_peak_stats();
+  // The rounded size allocate() uses for a request.
+  static size_t round_size(size_t nbytes);
+  // True when ptr is the start of a block handed out and not yet freed.
+  bool is_allocated(const void* ptr) const;
+  const std::string& device_name() const { return device_name_; }
+
+ private:
+  enum class State { kFree, kAllocated, kPending };
+  struct Block {
+    char* ptr = nullptr;
+    size_t size = 0;
+    size_t requested = 0;
+    StreamId stream = 0;
+    bool small = false;  // which pool
+    State state = State::kFree;
+    Block* prev = nullptr;  // neighbours within the segment
+    Block* next = nullptr;
+    std::vector<StreamId> stream_uses;  // from record_stream
+    std::vector<void*> events;          // pending: one per stream use
+  };
+  struct BlockOrder {  // pools: by stream, then size, then address
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using Pool = std::set<Block*, BlockOrder>;
+
+  Pool& pool_of(const Block* b) { return b->small ? small_pool_ : large_pool_; }
+  Block* find_free(bool small, StreamId stream, size_t size);
+  Block* new_segment(bool small, StreamId stream, size_t size);  // nullptr: no memory
+  void split(Block* b, size_t size);
+  void free_block(Block* b);          // merges with free neighbours, pools it
+  void process_events(bool wait);     // pools pending blocks whose events are done
+  void release_cached_segments();     // frees wholly free segments
+  void release_segment(Block* head);
+  [[noreturn]] void fail_out_of_memory(size_t nbytes, size_t rounded);
+
+  std::unique_ptr<CachingAllocatorBackend> backend_;
+  std::string device_name_;
+  mutable std::mutex mutex_;
+  Pool small_pool_;
+  Pool large_pool_;
+  std::unordered_map<const void*, Block*> allocated_;
+  std::map<const char*, Block*> segments_;  // segment start -> its first block
+  std::map<const char*, size_t> segment_sizes_;
+  std::vector<Block*> pending_;
+  CachingAllocatorStats stats_;
+};
+
+}  // namespace loom

@@ -1,0 +1,91 @@
+// CUDA elementwise launchers on raw pointers, for tensor/native/CudaElementwise.cpp.
+//
+// Plain C++ declarations (no CUDA types), so every build can include them; the
+// kernels are in Binary.cu, Unary.cu, UnaryBackward.cu and Where.cu, the
+// shared loops in Loops.cuh.  Without CUDA, tensor/native/CudaElementwise.cpp
+// supplies stubs that throw loom::Error.
+//
+// Every launcher reads its operands through an ElementwiseLayout: one shape
+// and, per operand, element strides over it (0 for a broadcast dim), with
+// operand 0 the output.  A layout marked `dense` (every operand row-major
+// contiguous or one broadcast value) runs a grid-stride loop with 4-element
+// vector loads when the pointers allow; any other layout turns each linear
+// index into per-operand offsets (the N-d offset calculator).  The dtype and
+// broadcasting semantics are decided by the callers (tensor/native/*.cpp);
+// these only apply the per-element function.
+//
+// Each call queues one kernel on stream `stream` (a cudaStream_t as an integer,
+// 0 for the legacy default stream) of CUDA device `device`, checks the launch,
+// and returns without waiting.  Throws loom::Error on a CUDA error or a dtype
+// the op has no kernel for.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/DType.h"
+
+namespace loom {
+namespace native {
+enum class BinaryOp;
+enum class UnaryOp;
+enum class UnaryBackwardOp;
+}  // namespace native
+
+namespace cuda {
+
+// The most dimensions (after merging dims that are contiguous in every
+// operand) and operands an elementwise kernel takes.
+constexpr int kMaxElementwiseDims = 8;
+constexpr int kMaxElementwiseOperands = 4;
+
+// Passed to the kernels by value.
+struct ElementwiseLayout {
+  int ndim = 0;
+  int noperands = 0;
+  int64_t numel = 0;
+  int64_t sizes[kMaxElementwiseDims] = {};
+  // strides[k][d]: elements between neighbours along dim d in operand k.
+  int64_t strides[kMaxElementwiseOperands][kMaxElementwiseDims] = {};
+  // Every operand is row-major contiguous over `sizes` or a single value
+  // (all strides 0, flagged in `scalar`).
+  bool dense = false;
+  bool scalar[kMaxElementwiseOperands] = {};
+};
+
+// out = a op b.  a and b hold `dtype`; out holds bool for comparisons, else
+// `dtype`.  alpha scales b for add/sub (converted to dtype).
+void binary(native::BinaryOp op, DType dtype, const ElementwiseLayout& layout, void* out,
+            const void* a, const void* b, double alpha, int device, uint64_t stream);
+// out (bool) = |a - b| <= atol + rtol * |b| (equal values, infinities too,
+// are close; nan never is).  a and b are float64.
+void isclose(const ElementwiseLayout& layout, void* out, const void* a, const void* b,
+             double rtol, double atol, int device, uint64_t stream);
+
+// out = op(in), both of `dtype`.
+void unary(native::UnaryOp op, DType dtype, const ElementwiseLayout& layout, void* out,
+           const void* in, int device, uint64_t stream);
+// out = in ** exponent, both of `dtype` (not bool; an integer dtype takes the
+// exponent as a non-negative integer).
+void pow_scalar(DType dtype, const ElementwiseLayout& layout, void* out, const void* in,
+                double exponent, int device, uint64_t stream);
+// out = min(max(in, lo), hi), both of `dtype` (not bool); an absent bound is
+// the dtype's extreme, a bound outside an integer dtype's range saturates.
+void clamp(DType dtype, const ElementwiseLayout& layout, void* out, const void* in, bool has_min,
+           double min, bool has_max, double max, int device, uint64_t stream);
+
+// The fused backward kernels of Unary.h; every operand of floating `dtype`.
+void unary_backward(native::UnaryBackwardOp op, DType dtype, const ElementwiseLayout& layout,
+                    void* out, const void* grad, const void* saved, int device,
+                    uint64_t stream);
+void pow_backward(DType dtype, const ElementwiseLayout& layout, void* out, const void* grad,
+                  const void* self, double exponent, int device, uint64_t stream);
+void clamp_backward(DType dtype, const ElementwiseLayout& layout, void* out, const void* grad,
+                    const void* self, bool has_min, double min, bool has_max, double max,
+                    int device, uint64_t stream);
+
+// out = condition ? a : b; condition bool, a, b and out of `dtype`.
+void where(DType dtype, const ElementwiseLayout& layout, void* out, const void* condition,
+           const void* a, const void* b, int device, uint64_t stream);
+
+}  // namespace cuda
+}  // namespace loom

@@ -1,0 +1,211 @@
+// CUDA reductions over a contiguous (outer, reduce, inner) block (see Reduce.h).
+//
+// Two kernels, both generic over a reduction policy (identity, step over one
+// input value at position r, combine of two partial results):
+//   - rows (inner == 1): each output reduces one contiguous run of `reduce`
+//     values.  A group of threads (one warp for short runs, the whole
+//     256-thread block for long ones) strides over the run, then the group
+//     combines its partials in a shared-memory tree.
+//   - columns (inner > 1): a 32 x 8 block; x walks 32 adjacent outputs (so
+//     loads coalesce along inner), y splits the reduced axis in 8 strided
+//     parts, combined in shared memory at the end.
+// Grid-stride loops over outputs keep the grid within CUDA's limits; every
+// loop bound is uniform across a block, so each __syncthreads is reached by
+// all its threads.  Partial results combine in a fixed tree order, so the
+// result is deterministic run to run (but float sums round differently from
+// the CPU's order; they accumulate in double to make that negligible).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
+#include "tensor/CudaRuntime.h"
+#include "tensor/cuda/Check.h"
+#include "tensor/cuda/Reduce.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kColumnsX = 32;
+constexpr int kColumnsY = kThreads / kColumnsX;
+// Runs up to this long get one warp each instead of one block.
+constexpr int64_t kWarpRunLimit = 1024;
+
+cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
+
+// ---- policies ----------------------------------------------------------------------
+
+// Sum in Acc (double for floating inputs, int64 otherwise); writes Out.
+template <typename T, typename Acc, typename Out>
+struct SumPolicy {
+  using acc_t = Acc;
+  Out* out;
+  bool mean;
+  double count;
+  __device__ Acc identity() const { return Acc(0); }
+  __device__ Acc step(Acc acc, T v, int64_t) const { return acc + static_cast<Acc>(v); }
+  __device__ Acc combine(Acc a, Acc b) const { return a + b; }
+  __device__ void write(int64_t k, Acc acc) const {
+    if constexpr (std::is_floating_point<Acc>::value)
+      out[k] = static_cast<Out>(mean ? acc / count : acc);
+    else
+      out[k] = static_cast<Out>(acc);
+  }
+};
+
+template <typename T>
+struct ValueIndex {
+  T value;
+  int64_t index;
+};
+
+template <typename T>
+__device__ __forceinline__ bool is_nan(T v) {
+  if constexpr (std::is_floating_point<T>::value) return v != v;
+  else return false;
+}
+
+// Max or min with its first index; NaN beats every number, and of two NaNs or
+// two equal values the lower index wins (so the tree gives the CPU's answer).
+template <typename T>
+struct ExtremumPolicy {
+  using acc_t = ValueIndex<T>;
+  T* values;
+  int64_t* indices;
+  bool is_max;
+  T start;  // -inf / +inf, or the integer type's lowest / highest
+  __device__ acc_t identity() const { return {start, std::numeric_limits<int64_t>::max()}; }
+  __device__ bool better(const acc_t& b, const acc_t& a) const {
+    const bool an = is_nan(a.value), bn = is_nan(b.value);
+    if (an || bn) return bn && (!an || b.index < a.index);
+    if (b.value == a.value) return b.index < a.index;
+    return is_max ? b.value > a.value : b.value < a.value;
+  }
+  __device__ acc_t step(acc_t acc, T v, int64_t r) const {
+    const acc_t c{v, r};
+    return better(c, acc) ? c : acc;
+  }
+  __device__ acc_t combine(acc_t a, acc_t b) const { return better(b, a) ? b : a; }
+  __device__ void write(int64_t k, const acc_t& acc) const {
+    if (values) values[k] = acc.value;
+    if (indices) indices[k] = acc.index;
+  }
+};
+
+// ---- kernels -----------------------------------------------------------------------
+
+// inner == 1: groups of `group` threads (32 or kThreads) each reduce one row.
+template <typename T, typename P>
+__global__ void reduce_rows(const T* __restrict__ src, int64_t outer, int64_t reduce, int group,
+                            P p) {
+  using Acc = typename P::acc_t;
+  __shared__ Acc partial[kThreads];
+  const int t = threadIdx.x;
+  const int lane = t % group;
+  const int groups = kThreads / group;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * groups; base < outer;
+       base += static_cast<int64_t>(gridDim.x) * groups) {
+    const int64_t row = base + t / group;
+    Acc acc = p.identity();
+    if (row < outer) {
+      const T* x = src + row * reduce;
+      for (int64_t r = lane; r < reduce; r += group) acc = p.step(acc, x[r], r);
+    }
+    partial[t] = acc;
+    __syncthreads();
+    for (int s = group / 2; s > 0; s >>= 1) {
+      if (lane < s) partial[t] = p.combine(partial[t], partial[t + s]);
+      __syncthreads();
+    }
+    if (lane == 0 && row < outer) p.write(row, partial[t]);
+    __syncthreads();  // partial is rewritten by the next iteration
+  }
+}
+
+// inner > 1: a kColumnsX x kColumnsY block reduces kColumnsX adjacent outputs.
+template <typename T, typename P>
+__global__ void reduce_columns(const T* __restrict__ src, int64_t outer, int64_t reduce,
+                               int64_t inner, P p) {
+  using Acc = typename P::acc_t;
+  __shared__ Acc partial[kColumnsY][kColumnsX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * kColumnsX; base < inner;
+         base += static_cast<int64_t>(gridDim.x) * kColumnsX) {
+      const int64_t i = base + tx;
+      Acc acc = p.identity();
+      if (i < inner) {
+        const T* x = src + o * reduce * inner + i;
+        for (int64_t r = ty; r < reduce; r += kColumnsY) acc = p.step(acc, x[r * inner], r);
+      }
+      partial[ty][tx] = acc;
+      __syncthreads();
+      for (int s = kColumnsY / 2; s > 0; s >>= 1) {
+        if (ty < s) partial[ty][tx] = p.combine(partial[ty][tx], partial[ty + s][tx]);
+        __syncthreads();
+      }
+      if (ty == 0 && i < inner) p.write(o * inner + i, partial[0][tx]);
+      __syncthreads();
+    }
+  }
+}
+
+int grid_limit(int64_t want) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, 65535)));
+}
+
+template <typename T, typename P>
+void launch(const void* src, int64_t outer, int64_t reduce, int64_t inner, const P& p,
+            int device, uint64_t stream) {
+  if (outer * inner == 0) return;
+  DeviceGuard guard(device);
+  const T* x = static_cast<const T*>(src);
+  cudaStream_t s = as_stream(stream);
+  if (inner == 1) {
+    const int group = reduce <= kWarpRunLimit ? 32 : kThreads;
+    const int64_t groups = kThreads / group;
+    reduce_rows<T, P><<<grid_limit((outer + groups - 1) / groups), kThreads, 0, s>>>(
+        x, outer, reduce, group, p);
+  } else {
+    const dim3 block(kColumnsX, kColumnsY);
+    const dim3 grid(grid_limit((inner + kColumnsX - 1) / kColumnsX), grid_limit(outer));
+    reduce_columns<T, P><<<grid, block, 0, s>>>(x, outer, reduce, inner, p);
+  }
+  LOOM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void sum(DType dtype, const void* src, void* out, int64_t outer, int64_t reduce, int64_t inner,
+         bool mean, int device, uint64_t stream) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point<T>::value) {
+      const SumPolicy<T, double, T> p{static_cast<T*>(out), mean, static_cast<double>(reduce)};
+      launch<T>(src, outer, reduce, inner, p, device, stream);
+    } else {
+      const SumPolicy<T, int64_t, int64_t> p{static_cast<int64_t*>(out), false, 0.0};
+      launch<T>(src, outer, reduce, inner, p, device, stream);
+    }
+  });
+}
+
+void extremum(DType dtype, const void* src, void* values, int64_t* indices, int64_t outer,
+              int64_t reduce, int64_t inner, bool is_max, int device, uint64_t stream) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T start;
+    if constexpr (std::is_floating_point<T>::value)
+      start = is_max ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    else
+      start = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    const ExtremumPolicy<T> p{static_cast<T*>(values), indices, is_max, start};
+    launch<T>(src, outer, reduce, inner, p, device, stream);
+  });
+}
+
+}  // namespace cuda
+}  // namespace loom

@@ -1,0 +1,35 @@
+// CUDA reduction launchers on raw pointers, for tensor/native/CudaReduce.cpp.
+//
+// Every reduction reads a contiguous (outer, reduce, inner) block `src` (a
+// native::ReduceView) and writes outer * inner outputs in row-major (outer,
+// inner) order: output (o, i) reduces src[o, :, i].  Plain C++ declarations;
+// the kernels are in Reduce.cu, stubs that throw loom::Error without CUDA in
+// tensor/native/CudaReduce.cpp.
+//
+// Each call queues kernels on stream `stream` (a cudaStream_t as an integer, 0
+// for the legacy default stream) of CUDA device `device`, checks the launch
+// and returns without waiting.  Throws loom::Error on a CUDA error.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/DType.h"
+
+namespace loom {
+namespace cuda {
+
+// out = the sum (or mean) over the reduced axis.  src holds `dtype`; out holds
+// `dtype` for float32/float64 (accumulated in double), int64 for the integer
+// dtypes and bool (accumulated in int64).  An empty reduced axis gives 0 (nan
+// for the mean).
+void sum(DType dtype, const void* src, void* out, int64_t outer, int64_t reduce, int64_t inner,
+         bool mean, int device, uint64_t stream);
+
+// values (of `dtype`) and indices (int64) of the max or min over the reduced
+// axis (reduce >= 1); either output may be null.  NaN wins; of equal values
+// the first (lowest index) wins, as on the CPU.
+void extremum(DType dtype, const void* src, void* values, int64_t* indices, int64_t outer,
+              int64_t reduce, int64_t inner, bool is_max, int device, uint64_t stream);
+
+}  // namespace cuda
+}  // namespace loom

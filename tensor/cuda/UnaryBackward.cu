@@ -1,0 +1,120 @@
+// CUDA kernels for the fused backward rules of tensor/native/Unary.h
+// (unary_backward, pow_backward, clamp_backward; see Elementwise.h).  Floating
+// dtypes only; the formulas are the CPU kernel's (tensor/cpu/Unary.cpp).
+#include <limits>
+#include <type_traits>
+
+#include "tensor/cuda/Loops.cuh"
+#include "tensor/native/Unary.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+using native::UnaryBackwardOp;
+
+// saved = output y for relu, sigmoid, tanh, sqrt, rsqrt; the input x for abs.
+template <typename T>
+struct ReluBackF {
+  __device__ T operator()(T g, T y) const { return y > T(0) ? g : T(0); }
+};
+template <typename T>
+struct SigmoidBackF {
+  __device__ T operator()(T g, T y) const { return g * y * (T(1) - y); }
+};
+template <typename T>
+struct TanhBackF {
+  __device__ T operator()(T g, T y) const { return g * (T(1) - y * y); }
+};
+template <typename T>
+struct SqrtBackF {
+  __device__ T operator()(T g, T y) const { return g / (T(2) * y); }
+};
+template <typename T>
+struct RsqrtBackF {
+  __device__ T operator()(T g, T y) const { return T(-0.5) * g * y * y * y; }
+};
+template <typename T>
+struct AbsBackF {
+  __device__ T operator()(T g, T x) const { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+};
+
+// grad * e * x^(e - 1), with the CPU kernel's exact cases.
+template <typename T>
+struct PowBackF {
+  T e;
+  int mode;  // 0: exponent 0, 1: exponent 1, 2, 3: those exponents, else general
+  __device__ T operator()(T g, T x) const {
+    switch (mode) {
+      case 0: return T(0);
+      case 1: return g;
+      case 2: return T(2) * g * x;
+      case 3: return T(3) * g * x * x;
+      default: return e * g * ::pow(x, e - T(1));
+    }
+  }
+};
+
+template <typename T>
+struct ClampBackF {
+  T lo, hi;
+  __device__ T operator()(T g, T x) const { return x >= lo && x <= hi ? g : T(0); }
+};
+
+struct Launch {
+  const ElementwiseLayout& layout;
+  void* out;
+  const void* grad;
+  const void* saved;
+  int device;
+  uint64_t stream;
+
+  template <typename T, typename F>
+  void run(F f) const {
+    loops::map2<T, T, T>(layout, out, grad, saved, f, device, stream);
+  }
+};
+
+}  // namespace
+
+void unary_backward(UnaryBackwardOp op, DType dtype, const ElementwiseLayout& layout, void* out,
+                    const void* grad, const void* saved, int device, uint64_t stream) {
+  const Launch l{layout, out, grad, saved, device, stream};
+  dispatch_floating(dtype, "cuda::unary_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    switch (op) {
+      case UnaryBackwardOp::kRelu: return l.run<T>(ReluBackF<T>{});
+      case UnaryBackwardOp::kSigmoid: return l.run<T>(SigmoidBackF<T>{});
+      case UnaryBackwardOp::kTanh: return l.run<T>(TanhBackF<T>{});
+      case UnaryBackwardOp::kSqrt: return l.run<T>(SqrtBackF<T>{});
+      case UnaryBackwardOp::kRsqrt: return l.run<T>(RsqrtBackF<T>{});
+      case UnaryBackwardOp::kAbs: return l.run<T>(AbsBackF<T>{});
+    }
+    LOOM_FAIL("cuda::unary_backward: unknown op ", static_cast<int>(op));
+  });
+}
+
+void pow_backward(DType dtype, const ElementwiseLayout& layout, void* out, const void* grad,
+                  const void* self, double exponent, int device, uint64_t stream) {
+  const Launch l{layout, out, grad, self, device, stream};
+  const int mode = exponent == 0 ? 0 : exponent == 1 ? 1 : exponent == 2 ? 2 : exponent == 3 ? 3 : 4;
+  dispatch_floating(dtype, "cuda::pow_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    l.run<T>(PowBackF<T>{static_cast<T>(exponent), mode});
+  });
+}
+
+void clamp_backward(DType dtype, const ElementwiseLayout& layout, void* out, const void* grad,
+                    const void* self, bool has_min, double min, bool has_max, double max,
+                    int device, uint64_t stream) {
+  const Launch l{layout, out, grad, self, device, stream};
+  dispatch_floating(dtype, "cuda::clamp_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T lo = has_min ? static_cast<T>(min) : -std::numeric_limits<T>::infinity();
+    const T hi = has_max ? static_cast<T>(max) : std::numeric_limits<T>::infinity();
+    l.run<T>(ClampBackF<T>{lo, hi});
+  });
+}
+
+}  // namespace cuda
+}  // namespace loom

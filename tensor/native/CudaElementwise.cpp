@@ -1,0 +1,231 @@
+// The CUDA backend of the elementwise ops: the cuda::*_kernel functions
+// declared beside their CPU twins in Binary.h, Unary.h and Where.h.  The
+// native ops (Binary.cpp, ...) decide dtypes and broadcasting once for both
+// backends and pass operands already of the output's shape and compute dtype;
+// here each operand's sizes and strides become one ElementwiseLayout (dims of
+// size 1 dropped, dims contiguous in every operand merged, so most layouts
+// end up 1-d and take the vectorised loop) and the raw launcher of
+// tensor/cuda/Elementwise.h runs on the device's current stream.  A layout
+// with more than kMaxElementwiseDims unmergeable dims runs on contiguous
+// copies instead.
+//
+// Without CUDA the launchers are stubs (bottom of this file) that throw; the
+// native ops never reach them, as check_kernel_device throws first.
+#include <vector>
+
+#include "tensor/CudaRuntime.h"
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/cuda/Elementwise.h"
+#include "tensor/native/Binary.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Unary.h"
+#include "tensor/native/Where.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+// Fills l with the layout of out and ins (all of out's shape); false when more
+// than kMaxElementwiseDims dims remain after merging.
+bool make_layout(const Tensor& out, const std::vector<Tensor>& ins, ElementwiseLayout& l) {
+  l = ElementwiseLayout();
+  l.noperands = static_cast<int>(ins.size()) + 1;
+  LOOM_CHECK(l.noperands <= kMaxElementwiseOperands, "CUDA elementwise: ", l.noperands,
+             " operands, at most ", kMaxElementwiseOperands, " are supported");
+  l.numel = out.numel();
+  std::vector<const Tensor*> ops = {&out};
+  for (const Tensor& t : ins) {
+    LOOM_CHECK(t.sizes() == out.sizes(), "CUDA elementwise: operand ", t.describe(),
+               " does not have the output's shape ", shape_str(out.sizes()));
+    ops.push_back(&t);
+  }
+  if (l.numel == 0) return true;
+  // Kept dims, outermost first; d merges into the previous kept dim when every
+  // operand steps over that dim exactly as far as over all of d.
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(ops.size());
+  for (int64_t d = 0; d < out.dim(); ++d) {
+    const int64_t size = out.sizes()[d];
+    if (size == 1) continue;
+    bool merge = !sizes.empty();
+    for (size_t k = 0; k < ops.size() && merge; ++k)
+      merge = strides[k].back() == ops[k]->strides()[d] * size;
+    if (merge) sizes.back() *= size;
+    else sizes.push_back(size);
+    for (size_t k = 0; k < ops.size(); ++k) {
+      if (merge) strides[k].back() = ops[k]->strides()[d];
+      else strides[k].push_back(ops[k]->strides()[d]);
+    }
+  }
+  if (sizes.size() > static_cast<size_t>(kMaxElementwiseDims)) return false;
+  l.ndim = static_cast<int>(sizes.size());
+  l.dense = l.ndim <= 1;
+  for (int k = 0; k < l.noperands; ++k) {
+    bool all_zero = true;
+    for (int d = 0; d < l.ndim; ++d) {
+      l.sizes[d] = sizes[d];
+      l.strides[k][d] = strides[k][d];
+      all_zero = all_zero && strides[k][d] == 0;
+    }
+    l.scalar[k] = k > 0 && all_zero;
+    if (l.ndim == 1 && strides[k][0] != 1 && !l.scalar[k]) l.dense = false;
+  }
+  return true;
+}
+
+// Calls launch(layout, out, ins).  A layout with too many dims to pass runs on
+// contiguous copies of the inputs into a contiguous output (then copied into
+// out), which always merge to one dim.
+template <typename Launch>
+void run(const Tensor& out, std::vector<Tensor> ins, const Launch& launch) {
+  ElementwiseLayout l;
+  if (make_layout(out, ins, l)) return launch(l, out, ins);
+  for (Tensor& t : ins) t = native::contiguous(t);
+  const Tensor o = out.is_contiguous()
+                       ? out
+                       : empty(out.sizes(), TensorOptions(out.dtype()).device(out.device()));
+  LOOM_CHECK(make_layout(o, ins, l), "CUDA elementwise: contiguous operands did not merge");
+  launch(l, o, ins);
+  if (!o.is_same(out)) native::copy_(out, o);
+}
+
+std::pair<double, double> bounds(const std::optional<Scalar>& min,
+                                 const std::optional<Scalar>& max) {
+  return {min ? min->to_double() : 0.0, max ? max->to_double() : 0.0};
+}
+
+}  // namespace
+
+void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
+                   Scalar alpha) {
+  run(out, {a, b}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
+    const int device = o.device().index;
+    binary(op, a.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(), alpha.to_double(),
+           device, current_stream_handle(device));
+  });
+}
+
+void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
+                    double atol) {
+  run(out, {a, b}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
+    const int device = o.device().index;
+    isclose(l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(), rtol, atol, device,
+            current_stream_handle(device));
+  });
+}
+
+void unary_kernel(native::UnaryOp op, const Tensor& out, const Tensor& in) {
+  run(out, {in}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& i) {
+    const int device = o.device().index;
+    unary(op, o.dtype(), l, o.data_ptr(), i[0].data_ptr(), device, current_stream_handle(device));
+  });
+}
+
+void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent) {
+  run(out, {in}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& i) {
+    const int device = o.device().index;
+    pow_scalar(o.dtype(), l, o.data_ptr(), i[0].data_ptr(), exponent.to_double(), device,
+               current_stream_handle(device));
+  });
+}
+
+void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min,
+                  std::optional<Scalar> max) {
+  const auto [lo, hi] = bounds(min, max);
+  run(out, {in}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& i) {
+    const int device = o.device().index;
+    clamp(o.dtype(), l, o.data_ptr(), i[0].data_ptr(), min.has_value(), lo, max.has_value(), hi,
+          device, current_stream_handle(device));
+  });
+}
+
+void unary_backward_kernel(native::UnaryBackwardOp op, const Tensor& out, const Tensor& grad,
+                           const Tensor& saved) {
+  run(out, {grad, saved},
+      [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
+        const int device = o.device().index;
+        unary_backward(op, o.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(),
+                       device, current_stream_handle(device));
+      });
+}
+
+void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
+                         double exponent) {
+  run(out, {grad, self},
+      [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
+        const int device = o.device().index;
+        pow_backward(o.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(), exponent,
+                     device, current_stream_handle(device));
+      });
+}
+
+void clamp_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
+                           std::optional<Scalar> min, std::optional<Scalar> max) {
+  const auto [lo, hi] = bounds(min, max);
+  run(out, {grad, self},
+      [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
+        const int device = o.device().index;
+        clamp_backward(o.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(),
+                       min.has_value(), lo, max.has_value(), hi, device,
+                       current_stream_handle(device));
+      });
+}
+
+void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b) {
+  run(out, {condition, a, b},
+      [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
+        const int device = o.device().index;
+        where(o.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(), in[2].data_ptr(),
+              device, current_stream_handle(device));
+      });
+}
+
+#ifndef LOOM_WITH_CUDA
+
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  LOOM_FAIL("cuda::", what, ": loom was built without CUDA (no toolkit found at build time, "
+            "or LOOM_DISABLE_CUDA=1)");
+}
+}  // namespace
+
+void binary(native::BinaryOp, DType, const ElementwiseLayout&, void*, const void*, const void*,
+            double, int, uint64_t) {
+  no_cuda("binary");
+}
+void isclose(const ElementwiseLayout&, void*, const void*, const void*, double, double, int,
+             uint64_t) {
+  no_cuda("isclose");
+}
+void unary(native::UnaryOp, DType, const ElementwiseLayout&, void*, const void*, int, uint64_t) {
+  no_cuda("unary");
+}
+void pow_scalar(DType, const ElementwiseLayout&, void*, const void*, double, int, uint64_t) {
+  no_cuda("pow_scalar");
+}
+void clamp(DType, const ElementwiseLayout&, void*, const void*, bool, double, bool, double, int,
+           uint64_t) {
+  no_cuda("clamp");
+}
+void unary_backward(native::UnaryBackwardOp, DType, const ElementwiseLayout&, void*, const void*,
+                    const void*, int, uint64_t) {
+  no_cuda("unary_backward");
+}
+void pow_backward(DType, const ElementwiseLayout&, void*, const void*, const void*, double, int,
+                  uint64_t) {
+  no_cuda("pow_backward");
+}
+void clamp_backward(DType, const ElementwiseLayout&, void*, const void*, const void*, bool,
+                    double, bool, double, int, uint64_t) {
+  no_cuda("clamp_backward");
+}
+void where(DType, const ElementwiseLayout&, void*, const void*, const void*, const void*, int,
+           uint64_t) {
+  no_cuda("where");
+}
+
+#endif  // LOOM_WITH_CUDA
+
+}  // namespace cuda
+}  // namespace loom
