@@ -113,6 +113,11 @@ CachingAllocatorStats pinned_memory_stats() {
 
 bool is_pinned(const void* ptr) { return pointer_is_pinned(ptr); }
 
+bool from_pinned_allocator(const Storage& storage) {
+  return storage.defined() && storage.device().is_cpu() && storage.data() != nullptr &&
+         is_available() && pinned_caching_allocator().is_allocated(storage.data());
+}
+
 #else  // !LOOM_WITH_CUDA
 
 namespace {
@@ -131,6 +136,7 @@ void record_stream(const Storage&, uint64_t) { LOOM_FAIL("cuda::record_stream: "
 Allocator& pinned_allocator() { LOOM_FAIL("cuda::pinned_allocator: ", kNoCuda); }
 CachingAllocatorStats pinned_memory_stats() { return {}; }
 bool is_pinned(const void*) { return false; }
+bool from_pinned_allocator(const Storage&) { return false; }
 
 #endif  // LOOM_WITH_CUDA
 

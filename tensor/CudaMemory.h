@@ -65,6 +65,9 @@ CachingAllocatorStats pinned_memory_stats();
 // (loom's pinned allocator, or cudaHostAlloc/cudaHostRegister elsewhere).
 // False without CUDA or without a device.  Never throws.
 bool is_pinned(const void* ptr);
+// True when `storage` is a block of loom's pinned allocator (what
+// record_stream accepts for host memory).  Never throws.
+bool from_pinned_allocator(const Storage& storage);
 // An uninitialised contiguous CPU tensor of `sizes` and `dtype` in pinned
 // memory.  Throws loom::Error without CUDA or without a visible device.
 Tensor pinned_empty(IntList sizes, DType dtype = kFloat32);

@@ -61,7 +61,10 @@ void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
   const int device = gpu.device().index;
   const uint64_t stream = cuda::current_stream_handle(device);
   cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device, stream);
-  if (non_blocking && host.is_pinned()) {
+  if (non_blocking && cuda::from_pinned_allocator(host.storage())) {
+    // Asynchronous: the pinned block must not be reused before the copy has
+    // run.  (Other page-locked memory cannot be tracked: that copy waits.)
+    cuda::DeviceGuard guard(device);  // the event goes on this device's stream
     cuda::record_stream(host.storage(), stream);
     return;
   }

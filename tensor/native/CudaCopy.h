@@ -11,9 +11,9 @@
 //     device, its bytes move with cudaMemcpyAsync on the CUDA device's
 //     current stream, and a non-contiguous destination is filled from a
 //     contiguous buffer on its own device.  The copy is waited for unless
-//     non_blocking is set and the host side is pinned memory (then the pinned
-//     block is recorded on the stream, so the pinned allocator does not reuse
-//     it before the copy has run).  CUDA-to-CUDA across two GPUs always waits.
+//     non_blocking is set and the host side is memory from loom's pinned
+//     allocator (cuda::pinned_empty; then the block is recorded on the
+//     stream, so the allocator does not reuse it before the copy has run).  CUDA-to-CUDA across two GPUs always waits.
 //   - Different dtypes: converted on the host (CPU kernels), then copied as
 //     above.  (A CUDA conversion kernel comes with the elementwise ops.)
 // Throws loom::Error naming the op and device for an invalid CUDA device, or
