@@ -215,7 +215,7 @@ void worker_loop(std::shared_ptr<StreamQueue> q) {
 }
 
 void check_device(Device device) {
-  LOOM_CHECK(!device.is_cuda(), "CUDA streams are not implemented yet (issue 6): cannot "
+  LOOM_CHECK(!device.is_cuda(), "CUDA streams are not implemented yet (issue 5): cannot "
              "create a stream for ", device, "; use CPU logical devices (cpu:0, cpu:1, ...)");
   LOOM_CHECK(device.index >= 0, "Stream: expected a device index >= 0, got ", device);
   int seen = g_highest_cpu_index.load();
