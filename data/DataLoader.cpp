@@ -7,18 +7,33 @@
 #include <thread>
 
 #include "autograd/GradMode.h"
+#include "tensor/CudaMemory.h"
+#include "tensor/CudaRuntime.h"
 #include "tensor/Parallel.h"
 
 namespace loom {
 namespace data {
+
+namespace {
+
+// A CPU tensor's copy in page-locked memory (as torch's pin_memory): later
+// `.to(cuda, non_blocking=true)` copies from it run asynchronously.
+Tensor pinned_copy(const Tensor& t) {
+  if (!t.defined() || !t.is_cpu() || t.is_pinned()) return t;
+  Tensor pinned = cuda::pinned_empty(t.sizes(), t.dtype());
+  pinned.copy_(t);
+  return pinned;
+}
+
+}  // namespace
 
 // One pass over the batches: the batch list, and the workers filling a
 // window of results ahead of the consumer.
 class DataLoader::Epoch {
  public:
   Epoch(std::shared_ptr<Dataset> dataset, std::vector<std::vector<int64_t>> batches,
-        int64_t num_workers, int64_t prefetch)
-      : dataset_(std::move(dataset)), batches_(std::move(batches)) {
+        int64_t num_workers, int64_t prefetch, bool pin)
+      : dataset_(std::move(dataset)), batches_(std::move(batches)), pin_(pin) {
     window_ = std::max<int64_t>(1, num_workers * prefetch);
     for (int64_t w = 0; w < num_workers; ++w) workers_.emplace_back([this, w, num_workers] { work(w, num_workers); });
   }
@@ -31,7 +46,7 @@ class DataLoader::Epoch {
   Example take(int64_t index) {
     if (workers_.empty()) {
       autograd::NoGradGuard no_grad;
-      return dataset_->get_batch(batches_[index]);
+      return make(index);
     }
     std::unique_lock<std::mutex> lock(mutex_);
     consumed_ = index;
@@ -73,7 +88,7 @@ class DataLoader::Epoch {
       }
       Result r;
       try {
-        r.example = dataset_->get_batch(batches_[b]);
+        r.example = make(b);
       } catch (...) {
         r.error = std::current_exception();
       }
@@ -85,8 +100,19 @@ class DataLoader::Epoch {
     }
   }
 
+  // Batch b from the dataset, in pinned memory when asked for.
+  Example make(int64_t b) {
+    Example e = dataset_->get_batch(batches_[b]);
+    if (pin_) {
+      e.data = pinned_copy(e.data);
+      e.target = pinned_copy(e.target);
+    }
+    return e;
+  }
+
   std::shared_ptr<Dataset> dataset_;
   std::vector<std::vector<int64_t>> batches_;
+  bool pin_ = false;
   int64_t window_ = 1;
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -125,8 +151,10 @@ DataLoader::Iterator DataLoader::begin() {
   if (epoch_) epoch_->stop();
   if (owns_shuffling_) batch_sampler_->sampler().set_epoch(epochs_started_);
   ++epochs_started_;
+  // Like PyTorch, pin_memory without a usable GPU leaves batches as they are.
+  const bool pin = options_.pin_memory_ && cuda::is_available();
   epoch_ = std::make_shared<Epoch>(dataset_, batch_sampler_->batches(), options_.num_workers_,
-                                   options_.prefetch_factor_);
+                                   options_.prefetch_factor_, pin);
   return Iterator(epoch_, 0);
 }
 

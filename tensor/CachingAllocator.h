@@ -1,7 +1,7 @@
 // CachingAllocator: a device-memory cache in the spirit of PyTorch's
 // CUDACachingAllocator, written as plain C++ against a small backend so the
 // whole policy is unit-tested on CPU (tests/tensor/caching_allocator_test.cpp
-// uses a fake backend; tensor/cuda/Allocator.cu plugs in cudaMalloc/cudaFree
+// uses a fake backend; tensor/cuda/Memory.cu plugs in cudaMalloc/cudaFree
 // and cudaEvent*).
 //
 // Why cache: cudaMalloc/cudaFree are slow and synchronise the device, and a

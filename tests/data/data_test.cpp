@@ -4,6 +4,7 @@
 #include <fstream>
 #include <set>
 
+#include "tensor/CudaRuntime.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -75,6 +76,26 @@ TEST(DataLoader, WorkersGiveTheSameBatchesInTheSameOrder) {
   EXPECT_EQ(a.size(), 50u);
   // A second epoch reshuffles.
   EXPECT_NE(all_values(plain), a);
+}
+
+TEST(DataLoader, PinMemoryGivesTheSameBatchesPinnedWhenAGpuIsVisible) {
+  for (int64_t workers : {0, 2}) {
+    DataLoader plain(std::make_shared<Counting>(7), DataLoaderOptions(3).num_workers(workers));
+    DataLoader pinned(std::make_shared<Counting>(7),
+                      DataLoaderOptions(3).num_workers(workers).pin_memory(true));
+    std::vector<Tensor> expected, got;
+    for (const auto& batch : plain) expected.push_back(batch.data);
+    for (const auto& batch : pinned) {
+      got.push_back(batch.data);
+      // Without a usable GPU pin_memory changes nothing, as in PyTorch.
+      EXPECT_EQ(batch.data.is_pinned(), cuda::is_available());
+      EXPECT_EQ(batch.target.is_pinned(), cuda::is_available());
+      EXPECT_TRUE(batch.data.is_cpu());
+    }
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(testing::AllClose(got[i], expected[i], 0, 0)) << "batch " << i;
+  }
 }
 
 TEST(DataLoader, DropLastAndEarlyExit) {
