@@ -18,10 +18,14 @@
 #include "tensor/native/Copy.h"
 #include "tensor/native/Unary.h"
 #include "tensor/native/Where.h"
-#include "tests/TestUtil.h"
+#include "tests/CudaTestUtil.h"
 
 namespace loom {
 namespace {
+
+using testing_cuda::kGpu;
+using testing_cuda::Parity;
+using testing_cuda::sample;
 
 using native::BinaryOp;
 using native::UnaryBackwardOp;
@@ -39,51 +43,7 @@ const UnaryOp kUnaryOps[] = {UnaryOp::kNeg,  UnaryOp::kAbs,   UnaryOp::kSign,
                              UnaryOp::kRsqrt, UnaryOp::kRelu, UnaryOp::kSigmoid,
                              UnaryOp::kTanh};
 
-const Device kGpu(kCUDA, 0);
-
-class CudaElementwise : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  }
-};
-
-// Random values of `dtype`: floats in [-2, 2), signed integers in [-5, 5],
-// uint8 in [0, 10], bools about half true.  Small integers keep products and
-// powers inside every integer type, so no result depends on overflow.
-Tensor sample(DType dtype, IntList sizes, uint64_t seed) {
-  Generator gen(seed + 17);
-  switch (dtype) {
-    case kFloat32:
-    case kFloat64: return rand(sizes, dtype, &gen) * 4.0 - 2.0;
-    case kUInt8: return randint(0, 11, sizes, kUInt8, &gen);
-    case kBool: return rand(sizes, kFloat32, &gen).gt(0.5);
-    default: return randint(-5, 6, sizes, dtype, &gen);
-  }
-}
-
-// Whether actual (a CUDA result) matches expected (the CPU's): same shape,
-// dtype and device kind, values within the dtype's tolerance.
-::testing::AssertionResult Parity(const Tensor& actual, const Tensor& expected) {
-  if (!actual.is_cuda())
-    return ::testing::AssertionFailure() << "result not on CUDA: " << actual.describe();
-  if (actual.sizes() != expected.sizes() || actual.dtype() != expected.dtype())
-    return ::testing::AssertionFailure()
-           << actual.describe() << " vs expected " << expected.describe();
-  double rtol = 0, atol = 0;
-  if (expected.dtype() == kFloat32) rtol = 1e-5, atol = 1e-7;
-  if (expected.dtype() == kFloat64) rtol = 1e-12, atol = 1e-14;
-  const std::vector<double> a = actual.cpu().to_vector<double>();
-  const std::vector<double> b = expected.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (a[i] == b[i]) continue;  // infinities too
-    if (!(std::abs(a[i] - b[i]) <= atol + rtol * std::abs(b[i])))
-      return ::testing::AssertionFailure() << "element " << i << " of " << expected.describe()
-                                           << ": " << a[i] << " vs expected " << b[i];
-  }
-  return ::testing::AssertionSuccess();
-}
+class CudaElementwise : public testing_cuda::CudaTest {};
 
 // Runs fn on the CPU inputs and on copies of them on the GPU (views are
 // re-made on the GPU side by `view`, so the kernels see the same strides) and

@@ -15,54 +15,26 @@
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/native/Reduce.h"
-#include "tests/TestUtil.h"
+#include "tests/CudaTestUtil.h"
 
 namespace loom {
 namespace {
 
-const DType kAllDTypes[] = {kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool};
-const Device kGpu(kCUDA, 0);
+using testing_cuda::kGpu;
 
-class CudaReduce : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  }
-};
-
-// Random values: floats in [-1, 1), signed integers in [-5, 5] (many ties),
-// uint8 in [0, 10], bools about half true.
+// Values in [-1, 1) (many ties among the integers).
 Tensor sample(DType dtype, IntList sizes, uint64_t seed) {
-  Generator gen(seed + 101);
-  switch (dtype) {
-    case kFloat32:
-    case kFloat64: return rand(sizes, dtype, &gen) * 2.0 - 1.0;
-    case kUInt8: return randint(0, 11, sizes, kUInt8, &gen);
-    case kBool: return rand(sizes, kFloat32, &gen).gt(0.5);
-    default: return randint(-5, 6, sizes, dtype, &gen);
-  }
+  return testing_cuda::sample(dtype, sizes, seed + 84, -1.0, 1.0);
 }
 
+// Sums of many float32 terms: 1e-6 absolute near 0.
 ::testing::AssertionResult Parity(const Tensor& actual, const Tensor& expected) {
-  if (!actual.is_cuda())
-    return ::testing::AssertionFailure() << "result not on CUDA: " << actual.describe();
-  if (actual.sizes() != expected.sizes() || actual.dtype() != expected.dtype())
-    return ::testing::AssertionFailure()
-           << actual.describe() << " vs expected " << expected.describe();
-  double rtol = 0, atol = 0;
-  if (expected.dtype() == kFloat32) rtol = 1e-5, atol = 1e-6;
-  if (expected.dtype() == kFloat64) rtol = 1e-12, atol = 1e-12;
-  const std::vector<double> a = actual.cpu().to_vector<double>();
-  const std::vector<double> b = expected.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (a[i] == b[i]) continue;
-    if (!(std::abs(a[i] - b[i]) <= atol + rtol * std::abs(b[i])))
-      return ::testing::AssertionFailure() << "element " << i << " of " << expected.describe()
-                                           << ": " << a[i] << " vs expected " << b[i];
-  }
-  return ::testing::AssertionSuccess();
+  return testing_cuda::Parity(actual, expected, 1e-6);
 }
+
+const DType kAllDTypes[] = {kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool};
+
+class CudaReduce : public testing_cuda::CudaTest {};
 
 std::string dims_str(const IntList& dims, bool keepdim) {
   return "dims " + shape_str(dims) + (keepdim ? " keepdim" : "");
