@@ -1,0 +1,21 @@
+#include "tensor/CudaFlags.h"
+
+#include <atomic>
+
+namespace loom {
+namespace cuda {
+namespace {
+std::atomic<bool> g_matmul_allow_tf32{false};
+std::atomic<bool> g_cudnn_allow_tf32{true};
+std::atomic<bool> g_cudnn_benchmark{false};
+}  // namespace
+
+void set_matmul_allow_tf32(bool allow) { g_matmul_allow_tf32 = allow; }
+bool matmul_allow_tf32() { return g_matmul_allow_tf32; }
+void set_cudnn_allow_tf32(bool allow) { g_cudnn_allow_tf32 = allow; }
+bool cudnn_allow_tf32() { return g_cudnn_allow_tf32; }
+void set_cudnn_benchmark(bool benchmark) { g_cudnn_benchmark = benchmark; }
+bool cudnn_benchmark() { return g_cudnn_benchmark; }
+
+}  // namespace cuda
+}  // namespace loom

@@ -1,0 +1,27 @@
+// Process-wide switches of the CUDA backend, the counterparts of PyTorch's
+// torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 and
+// torch.backends.cudnn.benchmark, with PyTorch's defaults.  Plain C++, so
+// every build (with or without CUDA) can set and read them; without CUDA they
+// have no effect.  Reads and writes are atomic; a change applies to ops
+// launched after it.
+#pragma once
+
+namespace loom {
+namespace cuda {
+
+// cuBLAS GEMMs in float32 may use TF32 tensor cores (10-bit mantissa inputs,
+// float32 accumulation).  Default false, as in PyTorch >= 1.12.
+void set_matmul_allow_tf32(bool allow);
+bool matmul_allow_tf32();
+
+// cuDNN convolutions in float32 may use TF32.  Default true, as in PyTorch.
+void set_cudnn_allow_tf32(bool allow);
+bool cudnn_allow_tf32();
+
+// cuDNN convolutions time the available algorithms once per shape and keep
+// the fastest (true), or take cuDNN's heuristic choice (false, the default).
+void set_cudnn_benchmark(bool benchmark);
+bool cudnn_benchmark();
+
+}  // namespace cuda
+}  // namespace loom
