@@ -25,11 +25,15 @@ int main(int argc, char** argv) {
   int64_t min_bytes = 4 << 10, max_bytes = 64 << 20;
   int rounds = 3;
   bool check_consistency = true;
+  int64_t small_message_bytes = dist::InitOptions().gloo.small_message_bytes;
   app.add_option("--min-bytes", min_bytes)->capture_default_str();
   app.add_option("--max-bytes", max_bytes)->capture_default_str();
   app.add_option("--rounds", rounds)->capture_default_str();
   app.add_option("--check-consistency", check_consistency,
                  "Exchange a description of each collective first (ProcessGroupGlooOptions)")
+      ->capture_default_str();
+  app.add_option("--small-message-bytes", small_message_bytes,
+                 "All-reduces up to this size take one all-gather round (ProcessGroupGlooOptions)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   set_num_threads(1);
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
     dist::InitOptions init;
     init.timeout = std::chrono::minutes(5);
     init.gloo.check_consistency = check_consistency;
+    init.gloo.small_message_bytes = static_cast<size_t>(small_message_bytes);
     dist::init_process_group("gloo", init);
     const int world = dist::get_world_size();
     for (int64_t nbytes = min_bytes; nbytes <= max_bytes; nbytes *= 4) {

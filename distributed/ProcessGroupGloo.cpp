@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +79,11 @@ bool has_root(Kind k) {
 }
 
 constexpr int64_t kMagic = 0x6c6f6f6d676c6f6fLL;  // "loomgloo"
+// Bytes of data every consistency-check record carries (see "Small messages"
+// in the header): enough for a typical metric, loss or BatchNorm buffer
+// set, small enough that the check of a large collective pays nothing
+// noticeable for it.
+constexpr size_t kRecordPayload = 4096;
 constexpr int kNumDTypes = 6;
 
 // What one rank says about the collective it is about to run.  Fields a
@@ -256,6 +262,8 @@ struct ProcessGroupGloo::Shared {
   int size = 1;
   milliseconds timeout{0};
   bool check = true;
+  size_t small_bytes = 0;   // options.small_message_bytes rounded up to 8
+  size_t record_bytes = 0;  // the check record's payload area: min(small_bytes, kRecordPayload)
   std::shared_ptr<::gloo::transport::Device> device;
   std::vector<std::shared_ptr<::gloo::Context>> contexts;
 
@@ -308,6 +316,15 @@ struct ProcessGroupGloo::Task {
   // Runs the collective on ctx within the deadline.
   std::function<void(const std::shared_ptr<::gloo::Context>&, uint32_t tag,
                      Clock::time_point deadline)> run;
+  // The small-message path (design notes): a collective that can complete
+  // from every rank's `payload_bytes` (> 0) bytes sets these.  put writes this
+  // rank's bytes; take reads rank r's at gathered + r * stride.  Used instead
+  // of run when payload_bytes <= Shared::small_bytes and size > 1: inside the
+  // check's records when it fits their payload area (record_bytes), else as
+  // an all-gather of its own after the check.
+  size_t payload_bytes = 0;
+  std::function<void(char* payload)> put;
+  std::function<void(const char* gathered, size_t stride)> take;
   WorkPtr work;
   uint64_t seq = 0;
 };
@@ -349,8 +366,25 @@ struct ProcessGroupGloo::Worker {
       const auto deadline = Clock::now() + shared->timeout;
       try {
         shared->check_healthy(task->description);
-        if (shared->check && shared->size > 1) exchange_signatures(*task, deadline);
-        task->run(context, tag, deadline);
+        const bool small = shared->size > 1 && task->payload_bytes > 0 &&
+                           task->payload_bytes <= shared->small_bytes;
+        if (shared->check && shared->size > 1) {
+          // The check has verified that every rank's payload has the same
+          // size before a separate all-gather sends it.
+          const bool in_record = small && task->payload_bytes <= shared->record_bytes;
+          exchange_signatures(*task, deadline, in_record);
+          if (!in_record) {
+            if (small) {
+              gather_payloads(*task, tag, deadline);
+            } else {
+              task->run(context, tag, deadline);
+            }
+          }
+        } else if (small) {
+          gather_payloads(*task, tag, deadline);
+        } else {
+          task->run(context, tag, deadline);
+        }
       } catch (const Error&) {
         error = std::current_exception();
       } catch (const std::exception& e) {
@@ -363,22 +397,51 @@ struct ProcessGroupGloo::Worker {
     }
   }
 
-  // Every rank contributes its signature; all compare all against rank 0 and
-  // fail with the same message when they differ.
-  void exchange_signatures(const Task& task, Clock::time_point deadline) {
-    const int size = shared->size;
-    const std::vector<int64_t> mine = task.sig.encode(task.seq, size);
-    std::vector<int64_t> all(mine.size() * size);
+  // Reused buffers of the exchanges (this worker's only).
+  std::vector<int64_t> mine_buffer, all_buffer;
+
+  // The small-message path without the check: one all-gather of every rank's
+  // payload, then the task completes from it.
+  void gather_payloads(const Task& task, uint32_t tag, Clock::time_point deadline) {
+    const size_t words = (task.payload_bytes + 7) / 8;
+    mine_buffer.assign(words, 0);
+    all_buffer.resize(words * shared->size);
+    task.put(reinterpret_cast<char*>(mine_buffer.data()));
     ::gloo::AllgatherOptions opts(context);
-    opts.setInput(const_cast<int64_t*>(mine.data()), mine.size());
-    opts.setOutput(all.data(), all.size());
+    opts.setInput(mine_buffer.data(), words);
+    opts.setOutput(all_buffer.data(), all_buffer.size());
+    opts.setTag(tag);
+    opts.setTimeout(remaining(deadline));
+    ::gloo::allgather(opts);
+    task.take(reinterpret_cast<const char*>(all_buffer.data()), words * 8);
+  }
+
+  // Every rank contributes its signature followed by a payload area of
+  // record_bytes (the same size for every collective, so records always
+  // match); all compare all against rank 0 and fail with the same message
+  // when they differ.  When `small`, the payload area carries the task's
+  // data and the task completes from the gathered records here.
+  void exchange_signatures(const Task& task, Clock::time_point deadline, bool small) {
+    const int size = shared->size;
+    const std::vector<int64_t> sig = task.sig.encode(task.seq, size);
+    const size_t record = sig.size() + shared->record_bytes / 8;
+    mine_buffer.resize(record);
+    all_buffer.resize(record * size);
+    std::copy(sig.begin(), sig.end(), mine_buffer.begin());
+    char* payload = reinterpret_cast<char*>(mine_buffer.data() + sig.size());
+    if (small) task.put(payload);
+    ::gloo::AllgatherOptions opts(context);
+    opts.setInput(mine_buffer.data(), record);
+    opts.setOutput(all_buffer.data(), all_buffer.size());
     opts.setTag(0);
     opts.setTimeout(remaining(deadline));
     ::gloo::allgather(opts);
+    const std::vector<int64_t>& mine = sig;
+    const std::vector<int64_t>& all = all_buffer;
 
     std::vector<Signature> sigs;
     for (int r = 0; r < size; ++r) {
-      const int64_t* v = all.data() + r * mine.size();
+      const int64_t* v = all.data() + r * record;
       LOOM_CHECK(v[0] == kMagic, "ProcessGroupGloo: ", task.description, ": rank ", r,
                  " sent a malformed collective description (is it running loom?)");
       if (v[1] != mine[1]) {
@@ -414,6 +477,8 @@ struct ProcessGroupGloo::Worker {
                            std::to_string(sigs[j].recv_counts[i]) + " (outputs[" +
                            std::to_string(i) + "])");
     }
+    if (small)
+      task.take(reinterpret_cast<const char*>(all_buffer.data() + sig.size()), record * 8);
   }
 };
 
@@ -494,6 +559,11 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   shared_->size = size;
   shared_->timeout = options_.timeout;
   shared_->check = options_.check_consistency;
+  LOOM_CHECK(options_.small_message_bytes <= (size_t{16} << 20),
+             "ProcessGroupGloo: small_message_bytes must be at most 16 MiB, got ",
+             options_.small_message_bytes);
+  shared_->small_bytes = (options_.small_message_bytes + 7) / 8 * 8;
+  shared_->record_bytes = std::min(shared_->small_bytes, kRecordPayload);
   shared_->device = make_device(options_.interface_or_host);
 
   // Each rank counts the groups it has made on this store, so a second group
@@ -666,6 +736,22 @@ WorkPtr ProcessGroupGloo::all_reduce(Tensor& tensor, ReduceOp op) {
     if (op == ReduceOp::Avg) gloo_glue::divide_in_place(h.ptr(), t.dtype(), n, size);
     h.write_back();
   };
+  // Small: every rank folds the gathered values in rank order (the same
+  // result, bit for bit, on every rank).
+  task->payload_bytes = t.nbytes();
+  auto host = std::make_shared<Host>();
+  task->put = [t, host](char* payload) {
+    *host = to_host(t, true);
+    std::memcpy(payload, host->bytes(), t.nbytes());
+  };
+  task->take = [t, host, fn, op, size](const char* gathered, size_t stride) {
+    const size_t n = static_cast<size_t>(t.numel());
+    char* out = host->bytes();
+    std::memcpy(out, gathered, t.nbytes());
+    for (int r = 1; r < size; ++r) fn(out, out, gathered + r * stride, n);
+    if (op == ReduceOp::Avg) gloo_glue::divide_in_place(out, t.dtype(), n, size);
+    host->write_back();
+  };
   return enqueue(task);
 }
 
@@ -691,6 +777,16 @@ WorkPtr ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
     opts.setTimeout(remaining(deadline));
     ::gloo::broadcast(opts);
     if (!is_root) h.write_back();
+  };
+  task->payload_bytes = t.nbytes();
+  task->put = [t, is_root](char* payload) {
+    if (is_root) std::memcpy(payload, to_host(t, true).bytes(), t.nbytes());
+  };
+  task->take = [t, is_root, root](const char* gathered, size_t stride) {
+    if (is_root) return;
+    const Host h = to_host(t, false);
+    std::memcpy(h.bytes(), gathered + root * stride, t.nbytes());
+    h.write_back();
   };
   return enqueue(task);
 }
@@ -770,6 +866,17 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
     ::gloo::allgather(opts);
     unpack(out, outs);
   };
+  task->payload_bytes = in_t.nbytes();
+  task->put = [in_t](char* payload) {
+    std::memcpy(payload, to_host(in_t, true).bytes(), in_t.nbytes());
+  };
+  task->take = [in_t, outs_t](const char* gathered, size_t stride) {
+    for (size_t r = 0; r < outs_t.size(); ++r) {
+      const Host h = to_host(outs_t[r], false);
+      std::memcpy(h.bytes(), gathered + r * stride, in_t.nbytes());
+      h.write_back();
+    }
+  };
   return enqueue(task);
 }
 
@@ -801,6 +908,17 @@ WorkPtr ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& i
     opts.setTag(tag);
     opts.setTimeout(remaining(deadline));
     ::gloo::allgather(opts);
+    out.write_back();
+  };
+  task->payload_bytes = in_t.nbytes();
+  task->put = [in_t](char* payload) {
+    std::memcpy(payload, to_host(in_t, true).bytes(), in_t.nbytes());
+  };
+  task->take = [in_t, out_t](const char* gathered, size_t stride) {
+    const Host out = to_host(out_t, false);
+    const size_t nb = in_t.nbytes();
+    for (size_t r = 0; r * nb < out.host.nbytes(); ++r)
+      std::memcpy(out.bytes() + r * nb, gathered + r * stride, nb);
     out.write_back();
   };
   return enqueue(task);

@@ -9,6 +9,7 @@
 // suite runs across real processes on loopback.
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <future>
@@ -98,6 +99,20 @@ void run_ranks(int size, const std::function<void(ProcessGroupGloo&, int)>& fn,
 
 const DType kDTypes[] = {kFloat32, kFloat64, kInt32, kInt64, kUInt8, kBool};
 
+// The ways a collective can travel (ProcessGroupGloo.h, "Small messages"):
+// inside the consistency check's all-gather, as an all-gather of its own
+// (check off), or through gloo's own algorithm (small path off).  The
+// collective suites below run each of them.
+struct Path {
+  const char* name;
+  ProcessGroupGlooOptions options;
+};
+std::vector<Path> paths() {
+  return {{"small path with check", short_options()},
+          {"small path without check", short_options().set_check_consistency(false)},
+          {"gloo algorithm", short_options().set_small_message_bytes(0)}};
+}
+
 // Rank r's value at element i: small integers (1..3, or 0/1 for bool) so
 // every op is exact in every dtype.
 double value(int r, int64_t i, DType dtype) {
@@ -159,22 +174,25 @@ std::string label(DType dtype, ReduceOp op, int size) {
 // ---- reductions ------------------------------------------------------------------------
 
 TEST(ProcessGroupGloo, AllReduceEveryOpAndDtype) {
-  for (int size : {2, 3, 4}) {
-    run_ranks(size, [size](ProcessGroupGloo& pg, int r) {
-      EXPECT_EQ(pg.backend(), "gloo");
-      EXPECT_EQ(pg.rank(), r);
-      EXPECT_EQ(pg.size(), size);
-      for (DType dtype : kDTypes) {
-        for (ReduceOp op : ops_for(dtype)) {
-          // 7 elements: fewer than the ring's chunks; 1000: uneven chunks.
-          for (int64_t n : {7, 1000}) {
-            Tensor t = make(r, n, dtype);
-            pg.all_reduce(t, op)->wait();
-            expect_values(t, expected_reduce(size, n, dtype, op), label(dtype, op, size));
+  for (const Path& path : paths()) {
+    SCOPED_TRACE(path.name);
+    for (int size : {2, 3, 4}) {
+      run_ranks(size, [size](ProcessGroupGloo& pg, int r) {
+        EXPECT_EQ(pg.backend(), "gloo");
+        EXPECT_EQ(pg.rank(), r);
+        EXPECT_EQ(pg.size(), size);
+        for (DType dtype : kDTypes) {
+          for (ReduceOp op : ops_for(dtype)) {
+            // 7 elements: fewer than the ring's chunks; 1000: uneven chunks.
+            for (int64_t n : {7, 1000}) {
+              Tensor t = make(r, n, dtype);
+              pg.all_reduce(t, op)->wait();
+              expect_values(t, expected_reduce(size, n, dtype, op), label(dtype, op, size));
+            }
           }
         }
-      }
-    });
+      }, path.options);
+    }
   }
 }
 
@@ -230,45 +248,99 @@ TEST(ProcessGroupGloo, AvgOfIntegersIsAnError) {
 // ---- data movement ---------------------------------------------------------------------
 
 TEST(ProcessGroupGloo, BroadcastEveryRootAndDtype) {
-  for (int size : {2, 3, 4}) {
-    run_ranks(size, [size](ProcessGroupGloo& pg, int r) {
-      for (DType dtype : kDTypes) {
-        for (int root = 0; root < size; ++root) {
-          Tensor t = make(r, 50, dtype).view({5, 10});
-          pg.broadcast(t, root)->wait();
-          EXPECT_EQ(t.sizes(), (IntList{5, 10}));
-          expect_values(t, make(root, 50, dtype).to_vector<double>(), "broadcast");
+  for (const Path& path : paths()) {
+    SCOPED_TRACE(path.name);
+    for (int size : {2, 3, 4}) {
+      run_ranks(size, [size](ProcessGroupGloo& pg, int r) {
+        for (DType dtype : kDTypes) {
+          for (int root = 0; root < size; ++root) {
+            Tensor t = make(r, 50, dtype).view({5, 10});
+            pg.broadcast(t, root)->wait();
+            EXPECT_EQ(t.sizes(), (IntList{5, 10}));
+            expect_values(t, make(root, 50, dtype).to_vector<double>(), "broadcast");
+          }
         }
-      }
-    });
+      }, path.options);
+    }
   }
 }
 
 TEST(ProcessGroupGloo, AllGatherBothFormsEveryDtype) {
-  for (int size : {2, 3, 4}) {
-    run_ranks(size, [size](ProcessGroupGloo& pg, int r) {
-      for (DType dtype : kDTypes) {
-        const int64_t n = 6;
-        Tensor input = make(r, n, dtype);
-        // Separate output tensors (through scratch) ...
-        std::vector<Tensor> outputs;
-        for (int j = 0; j < size; ++j) outputs.push_back(zeros({n}, dtype));
-        pg.all_gather(outputs, input)->wait();
-        for (int j = 0; j < size; ++j)
-          expect_values(outputs[j], make(j, n, dtype).to_vector<double>(), "all_gather");
-        // ... and chunks of one tensor (gathered in place).
-        Tensor big = zeros({size * n}, dtype);
-        std::vector<Tensor> chunks = big.chunk(size);
-        pg.all_gather(chunks, input)->wait();
-        Tensor into = zeros({size, n}, dtype);
-        pg.all_gather_into_tensor(into, input)->wait();
-        for (int j = 0; j < size; ++j) {
-          expect_values(big.narrow(0, j * n, n), make(j, n, dtype).to_vector<double>(), "chunks");
-          expect_values(into.select(0, j), make(j, n, dtype).to_vector<double>(), "into_tensor");
+  for (const Path& path : paths()) {
+    SCOPED_TRACE(path.name);
+    for (int size : {2, 3, 4}) {
+      run_ranks(size, [size](ProcessGroupGloo& pg, int r) {
+        for (DType dtype : kDTypes) {
+          const int64_t n = 6;
+          Tensor input = make(r, n, dtype);
+          // Separate output tensors (through scratch) ...
+          std::vector<Tensor> outputs;
+          for (int j = 0; j < size; ++j) outputs.push_back(zeros({n}, dtype));
+          pg.all_gather(outputs, input)->wait();
+          for (int j = 0; j < size; ++j)
+            expect_values(outputs[j], make(j, n, dtype).to_vector<double>(), "all_gather");
+          // ... and chunks of one tensor (gathered in place).
+          Tensor big = zeros({size * n}, dtype);
+          std::vector<Tensor> chunks = big.chunk(size);
+          pg.all_gather(chunks, input)->wait();
+          Tensor into = zeros({size, n}, dtype);
+          pg.all_gather_into_tensor(into, input)->wait();
+          for (int j = 0; j < size; ++j) {
+            expect_values(big.narrow(0, j * n, n), make(j, n, dtype).to_vector<double>(), "chunks");
+            expect_values(into.select(0, j), make(j, n, dtype).to_vector<double>(), "into_tensor");
+          }
         }
-      }
-    });
+      }, path.options);
+    }
   }
+}
+
+// Each size goes its own way: inside the check's 4 KiB record, as an
+// all-gather after the check, or through gloo's algorithm (limits inclusive);
+// issued back to back without waiting, they stay in order.
+TEST(ProcessGroupGloo, SmallMessageLimitsAreInclusiveAndPathsInterleave) {
+  for (bool check : {true, false}) {
+    SCOPED_TRACE(check ? "check on" : "check off");
+    run_ranks(3, [](ProcessGroupGloo& pg, int r) {
+      std::vector<Tensor> ts;
+      std::vector<WorkPtr> works;
+      // float32: 4 KiB, 4 KiB + 4 bytes, 64 KiB, 64 KiB + 4 bytes, ...
+      for (int64_t n : {1024, 1025, 16384, 16385, 1, 1024, 20000, 3}) {
+        ts.push_back(make(r, n, kFloat32));
+        works.push_back(pg.all_reduce(ts.back(), ReduceOp::Max));
+      }
+      Tensor b = make(r, 17, kInt64);
+      works.push_back(pg.broadcast(b, 2));
+      for (auto& w : works) w->wait();
+      for (const Tensor& t : ts)
+        expect_values(t, expected_reduce(3, t.numel(), kFloat32, ReduceOp::Max), "mixed sizes");
+      expect_values(b, make(2, 17, kInt64).to_vector<double>(), "broadcast after");
+    }, short_options().set_check_consistency(check));
+  }
+  // A limit below the record's payload area.
+  run_ranks(2, [](ProcessGroupGloo& pg, int r) {
+    for (int64_t n : {15, 16, 17}) {
+      Tensor t = make(r, n, kFloat32);
+      pg.all_reduce(t)->wait();
+      expect_values(t, expected_reduce(2, n, kFloat32, ReduceOp::Sum), "64-byte limit");
+    }
+  }, short_options().set_small_message_bytes(64));
+}
+
+// Every rank folds the gathered values in rank order, so sums of floats that
+// round differently in another order are still identical on every rank.
+TEST(ProcessGroupGloo, SmallAllReduceIsBitIdenticalAcrossRanks) {
+  run_ranks(3, [](ProcessGroupGloo& pg, int r) {
+    Generator gen(100 + r);
+    Tensor t = randn({257}, kFloat32, &gen) * std::pow(10.0, r * 3);
+    pg.all_reduce(t, ReduceOp::Avg)->wait();
+    // Every rank's result, copied bit for bit by an all-gather.
+    std::vector<Tensor> all(3);
+    for (auto& a : all) a = zeros({257}, kFloat32);
+    pg.all_gather(all, t)->wait();
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(all[j].to_vector<float>(), t.to_vector<float>()) << "rank " << j << " vs " << r;
+  });
 }
 
 TEST(ProcessGroupGloo, GatherAndScatterEveryRoot) {
@@ -469,6 +541,9 @@ TEST(ProcessGroupGloo, ArgumentErrorsAreThrownAtOnce) {
 }
 
 TEST(ProcessGroupGloo, ConstructorArgumentErrors) {
+  EXPECT_LOOM_ERROR(ProcessGroupGloo(std::make_shared<HashStore>(), 0, 1,
+                                     short_options().set_small_message_bytes(size_t{17} << 20)),
+                    "small_message_bytes must be at most 16 MiB", "got 17825792");
   auto store = std::make_shared<HashStore>();
   EXPECT_LOOM_ERROR(ProcessGroupGloo(nullptr, 0, 1), "store is null");
   EXPECT_LOOM_ERROR(ProcessGroupGloo(store, 2, 2), "rank must be in [0, 2)", "got 2");
@@ -526,6 +601,11 @@ TEST(ProcessGroupGloo, MismatchedShapesAreAnErrorNotAHangOrAbort) {
     if (r == 1) outs[0] = zeros({3}, kFloat32);
     EXPECT_LOOM_ERROR(pg.all_to_all(outs, ins)->wait(), "rank 0 sends 2 elements to rank 1",
                       "expects 3");
+    // One rank's tensor over the small-message limit, the others' under it:
+    // still a mismatch error on every rank (the check comes first).
+    Tensor big = zeros({r == 1 ? 100000 : 10}, kFloat32);
+    EXPECT_LOOM_ERROR(pg.all_reduce(big)->wait(), "ranks disagree",
+                      "rank 1 issued all_reduce (sum) of 100000 float32");
     // The group is still usable: nothing was sent.
     EXPECT_FALSE(pg.is_broken());
     Tensor ok = full({5}, 1.0, kFloat32);
