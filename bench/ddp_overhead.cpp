@@ -86,15 +86,27 @@ int main(int argc, char** argv) {
     optim::SGD local_opt(local->parameters(), optim::SGDOptions(0.01).momentum(0.9));
     optim::SGD ddp_opt(ddp->parameters(), optim::SGDOptions(0.01).momentum(0.9));
 
+    // Phase times of the last step: forward (with DDP's buffer broadcast),
+    // backward (with the gradient all-reduce), optimizer step.
+    double phase[3] = {0, 0, 0};
     auto step = [&](nn::Module& model, optim::SGD& opt) {
-      const auto t0 = std::chrono::steady_clock::now();
+      using Clock = std::chrono::steady_clock;
+      auto ms = [](Clock::time_point a, Clock::time_point b) {
+        return std::chrono::duration<double, std::milli>(b - a).count();
+      };
+      const auto t0 = Clock::now();
       opt.zero_grad();
       Tensor loss = cross_entropy(model.forward(x), y);
+      const auto t1 = Clock::now();
       loss.backward();
+      const auto t2 = Clock::now();
       opt.step();
       (void)loss.item<float>();
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const auto t3 = Clock::now();
+      phase[0] = ms(t0, t1), phase[1] = ms(t1, t2), phase[2] = ms(t2, t3);
+      return ms(t0, t3);
     };
+    std::vector<double> phases[2][3];  // [local, ddp][forward, backward, step]
     for (int64_t i = 0; i < warmup; ++i) {
       step(*local, local_opt);
       step(*ddp, ddp_opt);
@@ -102,12 +114,21 @@ int main(int argc, char** argv) {
     std::vector<double> local_ms, ddp_ms;
     for (int64_t r = 0; r < rounds; ++r) {
       dist::barrier();
-      for (int64_t i = 0; i < block; ++i) local_ms.push_back(step(*local, local_opt));
+      for (int64_t i = 0; i < block; ++i) {
+        local_ms.push_back(step(*local, local_opt));
+        for (int k = 0; k < 3; ++k) phases[0][k].push_back(phase[k]);
+      }
       dist::barrier();
-      for (int64_t i = 0; i < block; ++i) ddp_ms.push_back(step(*ddp, ddp_opt));
+      for (int64_t i = 0; i < block; ++i) {
+        ddp_ms.push_back(step(*ddp, ddp_opt));
+        for (int k = 0; k < 3; ++k) phases[1][k].push_back(phase[k]);
+      }
     }
     const double local_med = max_over_ranks(median(local_ms));
     const double ddp_med = max_over_ranks(median(ddp_ms));
+    double phase_med[2][3];
+    for (int m = 0; m < 2; ++m)
+      for (int k = 0; k < 3; ++k) phase_med[m][k] = max_over_ranks(median(phases[m][k]));
     step(*ddp, ddp_opt);
     const dist::ReducerTimeline timeline = ddp->last_timeline();
     if (rank == 0) {
@@ -116,6 +137,9 @@ int main(int argc, char** argv) {
                   model_name.c_str(), dist::get_world_size(), static_cast<long long>(batch),
                   static_cast<long long>(size), threads, ddp->bucket_sizes().size(), local_med, ddp_med,
                   100.0 * (ddp_med / local_med - 1.0));
+      std::printf("median ms (slowest rank) forward/backward/step: local %.2f/%.2f/%.2f, DDP %.2f/%.2f/%.2f\n",
+                  phase_med[0][0], phase_med[0][1], phase_med[0][2], phase_med[1][0], phase_med[1][1],
+                  phase_med[1][2]);
       std::printf("timeline of one DDP step (ms after forward ended); backward ended at %.2f, grads averaged at %.2f\n",
                   timeline.ms(timeline.backward_end), timeline.ms(timeline.reduced));
       for (const auto& b : timeline.buckets) {
