@@ -1,5 +1,8 @@
-"""PyTorch twin of bench/train_step.cpp: same model, batch, data shape,
-loss and optimizer; prints the same line with "torch" in front."""
+"""PyTorch twin of bench/train_step.cpp: same model, batch, data shape, loss,
+optimizer and method, on the CPU or a GPU; prints the same line with "torch"
+in front.  On CUDA, TF32 follows --tf32 for both cuBLAS and cuDNN, cudnn
+benchmark is on (as in loom's run), and peak_mib is
+torch.cuda.max_memory_allocated over the timed steps."""
 import argparse
 import os
 import statistics
@@ -15,21 +18,33 @@ from loom_torch import make_model  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="convnet")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--size", type=int, default=28)
+    ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tf32", default="true", choices=["true", "false", "1", "0"])
     a = ap.parse_args()
+    tf32 = a.tf32 in ("true", "1")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = make_model(a.model, 10)
+    device = torch.device(a.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = True
+    model = make_model(a.model, a.classes).to(device)
     channels = 1 if a.model == "convnet" else 3
-    x = torch.randn(a.batch, channels, a.size, a.size)
-    y = torch.randint(0, 10, (a.batch,))
+    x = torch.randn(a.batch, channels, a.size, a.size).to(device)
+    y = torch.randint(0, a.classes, (a.batch,)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     ms = []
     for i in range(a.warmup + a.iters):
+        if i == a.warmup and cuda:
+            torch.cuda.reset_peak_memory_stats(device)
         t0 = time.perf_counter()
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -39,8 +54,12 @@ def main():
         t1 = time.perf_counter()
         if i >= a.warmup:
             ms.append((t1 - t0) * 1000)
-    print("torch %s batch=%d size=%d threads=%d ms_per_step=%.2f mean=%.2f" % (
-        a.model, a.batch, a.size, a.threads, statistics.median(ms), statistics.mean(ms)))
+    median = statistics.median(ms)
+    peak = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else 0.0
+    print("torch %s device=%s batch=%d size=%d threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
+          "images_per_s=%.1f peak_mib=%.1f" % (
+              a.model, a.device, a.batch, a.size, a.threads, int(tf32), median,
+              statistics.mean(ms), a.batch * 1000.0 / median, peak))
 
 
 if __name__ == "__main__":
