@@ -363,23 +363,32 @@ struct ProcessGroupNccl::Impl {
                  bool host_blocking,
                  const std::function<void(ncclComm_t, cudaStream_t, Clock::time_point)>& body) {
     std::lock_guard<std::mutex> lock(mutex);
-    check_healthy(what);
-    const auto deadline = Clock::now() + timeout;
-    cuda::DeviceGuard guard(device);
-    Comm& c = comm_for(device, what, deadline);
-    last_device = device;
     auto work = std::make_shared<WorkNccl>(what, device, host_blocking || blocking_wait);
-    {
-      OwnedEvent start;
-      LOOM_CUDA_CHECK(cudaEventRecord(start.event, as_stream(cuda::current_stream_handle(device))));
-      LOOM_CUDA_CHECK(cudaStreamWaitEvent(c.stream, start.event, 0));
+    // Failures past the argument checks (a broken group, a communicator that
+    // cannot be made in time, an NCCL error) go into the Work, as with gloo:
+    // wait() throws them.  (An end event never recorded counts as complete.)
+    try {
+      check_healthy(what);
+      const auto deadline = Clock::now() + timeout;
+      cuda::DeviceGuard guard(device);
+      Comm& c = comm_for(device, what, deadline);
+      last_device = device;
+      {
+        OwnedEvent start;
+        LOOM_CUDA_CHECK(
+            cudaEventRecord(start.event, as_stream(cuda::current_stream_handle(device))));
+        LOOM_CUDA_CHECK(cudaStreamWaitEvent(c.stream, start.event, 0));
+      }
+      body(c.comm, c.stream, deadline);
+      LOOM_CUDA_CHECK(cudaEventRecord(work->end(), c.stream));
+      const uint64_t nccl_stream = reinterpret_cast<uint64_t>(c.stream);
+      for (const Tensor& t : touched)
+        if (t.defined() && t.numel() > 0) cuda::record_stream(t.storage(), nccl_stream);
+      pending.push_back({work, deadline});
+    } catch (const Error&) {
+      work->complete(std::current_exception());
+      return work;
     }
-    body(c.comm, c.stream, deadline);
-    LOOM_CUDA_CHECK(cudaEventRecord(work->end(), c.stream));
-    const uint64_t nccl_stream = reinterpret_cast<uint64_t>(c.stream);
-    for (const Tensor& t : touched)
-      if (t.defined() && t.numel() > 0) cuda::record_stream(t.storage(), nccl_stream);
-    pending.push_back({work, deadline});
     cv.notify_all();
     return work;
   }
@@ -822,7 +831,6 @@ WorkPtr ProcessGroupNccl::barrier() {
   int device = 0;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    s.check_healthy("barrier on rank " + std::to_string(rank_) + " of " + std::to_string(size_));
     device = s.current_device();
   }
   // An all-reduce of one byte; on the NCCL stream it runs after every
