@@ -22,10 +22,11 @@ namespace {
 // their dtypes: one collective instead of one per dtype (each collective costs
 // a round trip, two with gloo's consistency check, and DDP broadcasts buffers
 // before every forward).  CUDA tensors under gloo come through the host too.
-void broadcast_bytes(const std::vector<Tensor>& members, const ProcessGroupPtr& group, int root) {
+void broadcast_bytes(const std::vector<Tensor>& members, Device on, const ProcessGroupPtr& group,
+                     int root) {
   size_t total = 0;
   for (const Tensor& t : members) total += t.nbytes();
-  Tensor flat = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8));
+  Tensor flat = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(on));
   auto* bytes = flat.data_ptr<uint8_t>();
   if (group->rank() == root) {
     size_t offset = 0;
@@ -99,7 +100,7 @@ void broadcast_coalesced(const std::vector<Tensor>& tensors, const ProcessGroupP
   }
   for (auto& [key, members] : groups) {
     if (key.second.is_cpu())
-      broadcast_bytes(members, group, root);
+      broadcast_bytes(members, key.second, group, root);
     else
       broadcast_flat(members, key.first, key.second, group, root);
   }
