@@ -42,6 +42,7 @@ namespace distributed {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+#ifdef LOOM_WITH_CUDA
 namespace {
 
 constexpr const char* kWho = "ProcessGroupNccl";
@@ -68,6 +69,7 @@ bool env_flag(const char* name) {
 }
 
 }  // namespace
+#endif  // LOOM_WITH_CUDA
 
 #ifndef LOOM_WITH_CUDA
 

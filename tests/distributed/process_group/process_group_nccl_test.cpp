@@ -367,6 +367,26 @@ TEST_F(NcclTwoGpus, SkippedCollectiveTimesOut) {
   });
 }
 
+// Rank 1 dies after the communicator is made: rank 0's next collective fails
+// (NCCL's asynchronous error when the transport notices, else the timeout)
+// instead of hanging, and wait() says which collective on which rank.
+TEST_F(NcclTwoGpus, DeadPeerFailsInsteadOfHanging) {
+  const std::string dir = temp_dir();
+  run_ranks(2, [dir](int rank) {
+    auto store = std::make_shared<FileStore>(dir + "/store", 2);
+    auto pg = init_nccl(rank, 2, store, milliseconds(5000), /*blocking=*/true);
+    Tensor t = ones({1024}, TensorOptions(kFloat32).device(Device(kCUDA, rank)));
+    pg->all_reduce(t)->wait();
+    if (rank == 1) _exit(0);  // gone without a word
+    const auto start = Clock::now();
+    require_error([&] { pg->all_reduce(t)->wait(); }, {"all_reduce (sum) of 1024 float32 on rank 0 of 2"});
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    require(s < 30, "failed promptly (" + std::to_string(s) + " s)");
+    require(static_cast<ProcessGroupNccl&>(*pg).is_broken(), "broken after a dead peer");
+    destroy_process_group();
+  });
+}
+
 // ---- DDP and SyncBatchNorm on CUDA ---------------------------------------------------------
 
 // A model made only of elementwise ops (exist on CUDA): y = x * w * scale + b.
