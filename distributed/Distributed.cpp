@@ -6,8 +6,10 @@
 #include <mutex>
 
 #include "distributed/ProcessGroupGloo.h"
+#include "distributed/ProcessGroupNccl.h"
 #include "distributed/Rendezvous.h"
 #include "distributed/store/PrefixStore.h"
+#include "tensor/CudaRuntime.h"
 #include "tensor/Error.h"
 
 namespace loom {
@@ -23,6 +25,7 @@ struct WorldState {
   std::string backend;
   std::chrono::milliseconds timeout{0};
   ProcessGroupGlooOptions gloo;
+  ProcessGroupNcclOptions nccl;
   int groups_made = 0;
 };
 
@@ -36,16 +39,29 @@ std::string lower(std::string text) {
   return text;
 }
 
+// Throws unless this process can run the nccl backend (a CUDA build with a
+// visible GPU), before any rendezvous.
+void check_nccl_available(const char* who) {
+  LOOM_CHECK(cuda::built_with_cuda(), who, ": backend 'nccl' needs CUDA, and this build of loom has "
+             "none (no CUDA toolkit was found when it was compiled, or LOOM_DISABLE_CUDA=1); use "
+             "backend 'gloo' for CPU tensors, or rebuild loom where the CUDA toolkit and NCCL are "
+             "installed");
+  LOOM_CHECK(cuda::device_count() > 0, who, ": backend 'nccl' needs a GPU per rank, and this process "
+             "sees no CUDA device (no GPU or driver, or CUDA_VISIBLE_DEVICES hides them); use backend "
+             "'gloo' on machines without GPUs");
+}
+
 ProcessGroupPtr make_group(const std::string& backend, std::shared_ptr<Store> store, int rank, int size,
-                           std::chrono::milliseconds timeout, ProcessGroupGlooOptions options) {
+                           std::chrono::milliseconds timeout, ProcessGroupGlooOptions gloo,
+                           ProcessGroupNcclOptions nccl) {
   if (backend == "gloo") {
-    options.timeout = timeout;
-    return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, options);
+    gloo.timeout = timeout;
+    return std::make_shared<ProcessGroupGloo>(std::move(store), rank, size, gloo);
   }
   if (backend == "nccl") {
-    LOOM_FAIL("init_process_group: backend 'nccl' needs CUDA tensors, which this build of loom does not "
-              "provide yet; use backend 'gloo' (it also accepts CUDA tensors once they exist, staged "
-              "through host memory)");
+    check_nccl_available("init_process_group");
+    nccl.timeout = timeout;
+    return std::make_shared<ProcessGroupNccl>(std::move(store), rank, size, nccl);
   }
   LOOM_FAIL("init_process_group: unknown backend '", backend, "'; expected 'gloo' or 'nccl'");
 }
@@ -79,6 +95,7 @@ ProcessGroupPtr init_process_group(const std::string& backend_name, InitOptions 
                "init_process_group: the default process group is already initialised; call "
                "destroy_process_group() first");
   }
+  if (backend == "nccl") check_nccl_available("init_process_group");
   RendezvousInfo info;
   if (options.store) {
     LOOM_CHECK(options.rank >= 0 && options.world_size >= 1,
@@ -98,13 +115,14 @@ ProcessGroupPtr init_process_group(const std::string& backend_name, InitOptions 
     options.gloo.interface_or_host = local_address_towards(info.master_host);
   }
   auto group = make_group(backend, std::make_shared<PrefixStore>("default_pg", info.store), info.rank,
-                          info.world_size, options.timeout, options.gloo);
+                          info.world_size, options.timeout, options.gloo, options.nccl);
   std::lock_guard<std::mutex> lock(world().mutex);
   world().default_group = group;
   world().store = info.store;
   world().backend = backend;
   world().timeout = options.timeout;
   world().gloo = options.gloo;
+  world().nccl = options.nccl;
   world().groups_made = 0;
   return group;
 }
@@ -149,6 +167,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, const std::string& back
   std::string backend;
   std::chrono::milliseconds timeout;
   ProcessGroupGlooOptions gloo;
+  ProcessGroupNcclOptions nccl;
   int index = 0;
   int my_rank = 0;
   int world_size = 0;
@@ -159,6 +178,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, const std::string& back
     backend = backend_name.empty() ? world().backend : lower(backend_name);
     timeout = world().timeout;
     gloo = world().gloo;
+    nccl = world().nccl;
     index = world().groups_made++;
     my_rank = world().default_group->rank();
     world_size = world().default_group->size();
@@ -178,7 +198,7 @@ ProcessGroupPtr new_group(const std::vector<int>& ranks, const std::string& back
   if (it == members.end()) return nullptr;
   const int group_rank = static_cast<int>(it - members.begin());
   auto prefixed = std::make_shared<PrefixStore>("group_" + std::to_string(index), store);
-  return make_group(backend, prefixed, group_rank, static_cast<int>(members.size()), timeout, gloo);
+  return make_group(backend, prefixed, group_rank, static_cast<int>(members.size()), timeout, gloo, nccl);
 }
 
 WorkPtr all_reduce(Tensor& tensor, ReduceOp op, const ProcessGroupPtr& group, bool async_op) {

@@ -18,6 +18,7 @@
 
 #include "distributed/ProcessGroup.h"
 #include "distributed/ProcessGroupGloo.h"
+#include "distributed/ProcessGroupNccl.h"
 #include "distributed/store/Store.h"
 
 namespace loom {
@@ -35,12 +36,16 @@ struct InitOptions {
   std::shared_ptr<Store> store;
   // Settings of the gloo backend (its timeout is replaced by `timeout`).
   ProcessGroupGlooOptions gloo;
+  // Settings of the nccl backend (its timeout is replaced by `timeout`).
+  ProcessGroupNcclOptions nccl;
 };
 
 // Creates the default process group.  backend: "gloo" (CPU tensors, and
-// CUDA tensors staged through host memory) or "nccl" (CUDA tensors; needs a
-// CUDA build).  Throws loom::Error when already initialised, for an unknown
-// backend, or when the rendezvous fails.
+// CUDA tensors staged through host memory) or "nccl" (CUDA tensors, one GPU
+// per rank; see distributed/ProcessGroupNccl.h).  Throws loom::Error when
+// already initialised, for an unknown backend, when the rendezvous fails, or
+// for "nccl" in a build without CUDA or on a machine without a visible GPU
+// (checked before the rendezvous, so it fails at once).
 ProcessGroupPtr init_process_group(const std::string& backend, InitOptions options = {});
 bool is_initialized();
 // The default group; throws when init_process_group has not been called.

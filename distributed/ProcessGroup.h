@@ -39,6 +39,14 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   // "gloo" or "nccl".
   virtual std::string backend() const = 0;
+  // Where a tensor that could live anywhere (a count, a header, a flag that
+  // DDP or SyncBatchNorm exchanges) must be for this group's collectives:
+  // the CPU for gloo; for nccl `hint` when it is a CUDA device, else the
+  // group's CUDA device (ProcessGroupNccl::device()).
+  virtual Device device_for(Device hint) const {
+    (void)hint;
+    return Device(kCPU);
+  }
 
   // Reduces tensor across ranks; every rank receives the result.
   virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;

@@ -27,8 +27,10 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include "distributed/CollectiveChecks.h"
 #include "distributed/gloo/GlooStore.h"
 #include "distributed/gloo/ReduceFunctions.h"
+#include "tensor/CudaMemory.h"
 #include "tensor/Factory.h"
 #include "tensor/native/Copy.h"
 
@@ -153,49 +155,25 @@ std::string describe(const Signature& s, int rank, int size) {
 
 // ---- tensors -----------------------------------------------------------------------
 
-std::string sizes_text(const IntList& v) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
-  out << "]";
-  return out.str();
-}
+// Argument checks shared with the nccl backend (distributed/CollectiveChecks.h).
+constexpr const char* kWho = "ProcessGroupGloo";
+#ifdef LOOM_WITH_CUDA
+constexpr checks::Placement kPlacement = checks::Placement::kCpuOrCuda;
+#else
+constexpr checks::Placement kPlacement = checks::Placement::kCpuOnly;
+#endif
+using checks::name_at;
 
 void check_tensor(const char* op, const Tensor& t, const std::string& name) {
-  LOOM_CHECK(t.defined(), "ProcessGroupGloo::", op, ": ", name, " is an undefined tensor");
-#ifdef LOOM_WITH_CUDA
-  LOOM_CHECK(t.is_cpu() || t.is_cuda(), "ProcessGroupGloo::", op, ": ", name,
-             " must be on a CPU or CUDA device, got ", t.device());
-#else
-  LOOM_CHECK(t.is_cpu(), "ProcessGroupGloo::", op, ": ", name,
-             " must be a CPU tensor (this build has no CUDA), got one on ", t.device());
-#endif
-  LOOM_CHECK(t.is_contiguous(), "ProcessGroupGloo::", op, ": ", name,
-             " must be contiguous, got ", t.describe(), " with strides ",
-             sizes_text(t.strides()), "; pass t.contiguous() and copy the result back");
+  checks::check_tensor(kWho, op, t, name, kPlacement);
 }
-
-void check_root(const char* op, int root, int size) {
-  LOOM_CHECK(root >= 0 && root < size, "ProcessGroupGloo::", op, ": root must be in [0, ",
-             size, "), got ", root);
-}
-
+void check_root(const char* op, int root, int size) { checks::check_root(kWho, op, root, size); }
 void check_same(const char* op, const Tensor& t, const std::string& name, const Tensor& ref,
                 const std::string& ref_name) {
-  LOOM_CHECK(t.dtype() == ref.dtype(), "ProcessGroupGloo::", op, ": ", name, " has dtype ",
-             dtype_name(t.dtype()), " but ", ref_name, " has ", dtype_name(ref.dtype()));
-  LOOM_CHECK(t.numel() == ref.numel(), "ProcessGroupGloo::", op, ": ", name, " has ", t.numel(),
-             " elements (shape ", sizes_text(t.sizes()), ") but ", ref_name, " has ", ref.numel(),
-             " (shape ", sizes_text(ref.sizes()), ")");
+  checks::check_same(kWho, op, t, name, ref, ref_name);
 }
-
 void check_count(const char* op, const char* name, size_t got, int size) {
-  LOOM_CHECK(got == static_cast<size_t>(size), "ProcessGroupGloo::", op, ": expected ", size,
-             " ", name, " (one per rank), got ", got);
-}
-
-std::string name_at(const char* list, size_t i) {
-  return std::string(list) + "[" + std::to_string(i) + "]";
+  checks::check_count(kWho, op, name, got, size);
 }
 
 // A CPU tensor holding t's data: t itself on the CPU; a host copy of a CUDA
@@ -213,8 +191,9 @@ struct Host {
 
 Host to_host(const Tensor& t, bool read) {
   if (t.is_cpu()) return {t, t};
-  Tensor host = read ? native::to(t, Device(kCPU), t.dtype())
-                     : empty(t.sizes(), TensorOptions(t.dtype()));
+  // Pinned host memory: the device copies straight into it (no bounce buffer).
+  Tensor host = cuda::pinned_empty(t.sizes(), t.dtype());
+  if (read) native::copy_(host, t);
   return {t, host};
 }
 
@@ -883,12 +862,7 @@ WorkPtr ProcessGroupGloo::all_gather(std::vector<Tensor>& outputs, const Tensor&
 WorkPtr ProcessGroupGloo::all_gather_into_tensor(Tensor& output, const Tensor& input) {
   check_tensor("all_gather_into_tensor", input, "input");
   check_tensor("all_gather_into_tensor", output, "output");
-  LOOM_CHECK(output.dtype() == input.dtype(), "ProcessGroupGloo::all_gather_into_tensor: output "
-             "has dtype ", dtype_name(output.dtype()), " but input has ", dtype_name(input.dtype()));
-  LOOM_CHECK(output.numel() == input.numel() * size_,
-             "ProcessGroupGloo::all_gather_into_tensor: output must hold size() * input.numel() = ",
-             size_, " * ", input.numel(), " = ", size_ * input.numel(), " elements, got ",
-             output.numel(), " (shape ", sizes_text(output.sizes()), ")");
+  checks::check_all_gather_into_tensor(kWho, output, input, size_);
   auto task = std::make_shared<Task>();
   task->sig.kind = Kind::AllGatherIntoTensor;
   task->sig.dtype = static_cast<int64_t>(input.dtype());
@@ -1053,16 +1027,8 @@ WorkPtr ProcessGroupGloo::all_to_all(std::vector<Tensor>& outputs,
   for (int r = 0; r < size_; ++r) {
     check_tensor("all_to_all", inputs[r], name_at("inputs", r));
     check_tensor("all_to_all", outputs[r], name_at("outputs", r));
-    LOOM_CHECK(inputs[r].dtype() == inputs[0].dtype() && outputs[r].dtype() == inputs[0].dtype(),
-               "ProcessGroupGloo::all_to_all: every input and output must have the dtype of "
-               "inputs[0] (", dtype_name(inputs[0].dtype()), "); inputs[", r, "] is ",
-               dtype_name(inputs[r].dtype()), ", outputs[", r, "] is ",
-               dtype_name(outputs[r].dtype()));
   }
-  LOOM_CHECK(inputs[rank_].numel() == outputs[rank_].numel(),
-             "ProcessGroupGloo::all_to_all: outputs[", rank_, "] receives this rank's own inputs[",
-             rank_, "], so they must have as many elements; got ", outputs[rank_].numel(), " and ",
-             inputs[rank_].numel());
+  checks::check_all_to_all(kWho, outputs, inputs, rank_);
   auto task = std::make_shared<Task>();
   task->sig.kind = Kind::AllToAll;
   task->sig.dtype = static_cast<int64_t>(inputs[0].dtype());
@@ -1128,9 +1094,7 @@ struct P2P {
 };
 
 void check_peer(const char* op, const char* name, int peer, int rank, int size, int tag) {
-  LOOM_CHECK(peer >= 0 && peer < size && peer != rank, "ProcessGroupGloo::", op, ": ", name,
-             " must be another rank in [0, ", size, ") than this rank (", rank, "), got ", peer);
-  LOOM_CHECK(tag >= 0, "ProcessGroupGloo::", op, ": tag must be >= 0, got ", tag);
+  checks::check_peer(kWho, op, name, peer, rank, size, tag);
 }
 
 // Waits for buf's send or recv; false when the wait was aborted.

@@ -2,6 +2,7 @@
 //
 //   init_process_group / collectives     distributed/Distributed.h
 //   ProcessGroupGloo                     distributed/ProcessGroupGloo.h
+//   ProcessGroupNccl (CUDA builds)       distributed/ProcessGroupNccl.h
 //   TCPStore, FileStore, PrefixStore     distributed/store/
 //   spawn (in C++, like mp.spawn)        distributed/launch/Spawn.h
 //   DistributedDataParallel              distributed/parallel/DistributedDataParallel.h
@@ -13,6 +14,7 @@
 #include "distributed/Distributed.h"
 #include "distributed/ProcessGroup.h"
 #include "distributed/ProcessGroupGloo.h"
+#include "distributed/ProcessGroupNccl.h"
 #include "distributed/launch/Spawn.h"
 #include "distributed/parallel/DistributedDataParallel.h"
 #include "distributed/parallel/Evaluation.h"

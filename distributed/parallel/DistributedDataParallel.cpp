@@ -1,5 +1,6 @@
 #include "distributed/parallel/DistributedDataParallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -17,18 +18,20 @@ namespace distributed {
 
 namespace {
 
-// CPU tensors of any dtypes travel as one byte buffer: one collective instead
-// of one per dtype (each collective costs a round trip, two with gloo's
-// consistency check, and DDP broadcasts buffers before every forward).
-void broadcast_bytes(const std::vector<Tensor>& members, const ProcessGroupPtr& group, int root) {
+// Tensors the group takes on the CPU travel as one byte buffer, whatever
+// their dtypes: one collective instead of one per dtype (each collective costs
+// a round trip, two with gloo's consistency check, and DDP broadcasts buffers
+// before every forward).  CUDA tensors under gloo come through the host too.
+void broadcast_bytes(const std::vector<Tensor>& members, Device on, const ProcessGroupPtr& group,
+                     int root) {
   size_t total = 0;
   for (const Tensor& t : members) total += t.nbytes();
-  Tensor flat = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8));
+  Tensor flat = empty({static_cast<int64_t>(total)}, TensorOptions(kUInt8).device(on));
   auto* bytes = flat.data_ptr<uint8_t>();
   if (group->rank() == root) {
     size_t offset = 0;
     for (const Tensor& t : members) {
-      const Tensor c = t.detach().contiguous();
+      const Tensor c = t.detach().to(Device(kCPU)).contiguous();
       std::memcpy(bytes + offset, c.data_ptr(), c.nbytes());
       offset += c.nbytes();
     }
@@ -45,6 +48,32 @@ void broadcast_bytes(const std::vector<Tensor>& members, const ProcessGroupPtr& 
   }
 }
 
+// Tensors of one dtype broadcast as one flat buffer on `device` (a CUDA
+// device under nccl), packed and unpacked with copies (no cat: it need not
+// exist for the device).
+void broadcast_flat(const std::vector<Tensor>& members, DType dtype, Device device,
+                    const ProcessGroupPtr& group, int root) {
+  int64_t total = 0;
+  for (const Tensor& t : members) total += t.numel();
+  Tensor flat = empty({total}, TensorOptions(dtype).device(device));
+  const bool is_root = group->rank() == root;
+  int64_t offset = 0;
+  if (is_root) {
+    for (const Tensor& t : members) {
+      flat.narrow(0, offset, t.numel()).copy_(t.detach().reshape({-1}));
+      offset += t.numel();
+    }
+  }
+  group->broadcast(flat, root)->wait();
+  if (is_root) return;
+  offset = 0;
+  for (const Tensor& t : members) {
+    Tensor dst = t.detach();
+    dst.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
 }  // namespace
 
 void broadcast_coalesced(const std::vector<Tensor>& tensors, const ProcessGroupPtr& group,
@@ -53,12 +82,14 @@ void broadcast_coalesced(const std::vector<Tensor>& tensors, const ProcessGroupP
   LOOM_CHECK(root >= 0 && root < group->size(), "broadcast_coalesced: root ", root,
              " is not a rank of a group of size ", group->size());
   autograd::NoGradGuard no_grad;
-  // Groups in order of first appearance, identical on every rank: one per
-  // device on CPU, one per (dtype, device) elsewhere.
+  // Groups in order of first appearance, identical on every rank, keyed by
+  // the device the group communicates them on (group->device_for): one per
+  // device on the CPU, one per (dtype, device) elsewhere.
   std::vector<std::pair<std::pair<DType, Device>, std::vector<Tensor>>> groups;
   for (const Tensor& t : tensors) {
     if (!t.defined() || t.numel() == 0) continue;
-    const auto key = std::make_pair(t.is_cpu() ? kUInt8 : t.dtype(), t.device());
+    const Device on = group->device_for(t.device());
+    const auto key = std::make_pair(on.is_cpu() ? kUInt8 : t.dtype(), on);
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const auto& g) { return g.first == key; });
     if (it == groups.end()) {
@@ -68,21 +99,10 @@ void broadcast_coalesced(const std::vector<Tensor>& tensors, const ProcessGroupP
     it->second.push_back(t);
   }
   for (auto& [key, members] : groups) {
-    if (key.second.is_cpu()) {
-      broadcast_bytes(members, group, root);
-      continue;
-    }
-    std::vector<Tensor> flat_parts;
-    for (const Tensor& t : members) flat_parts.push_back(t.detach().reshape({-1}));
-    Tensor flat = flat_parts.size() == 1 ? flat_parts[0].contiguous().clone() : cat(flat_parts, 0);
-    group->broadcast(flat, root)->wait();
-    if (group->rank() == root) continue;
-    int64_t offset = 0;
-    for (const Tensor& t : members) {
-      Tensor dst = t.detach();
-      dst.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
+    if (key.second.is_cpu())
+      broadcast_bytes(members, key.second, group, root);
+    else
+      broadcast_flat(members, key.first, key.second, group, root);
   }
 }
 
@@ -165,6 +185,14 @@ DistributedDataParallelImpl::DistributedDataParallelImpl(std::shared_ptr<nn::Mod
                  "module->to(device) first");
   }
 
+  if (group_->backend() == "nccl") {
+    for (size_t i = 0; i < params.size(); ++i)
+      LOOM_CHECK(params[i].is_cuda(), "DistributedDataParallel: the process group's backend is "
+                 "nccl, which takes CUDA tensors only, but parameter \"", param_names_[i],
+                 "\" is on ", params[i].device(), "; move the module to this rank's GPU first "
+                 "(module->to(Device(kCUDA, local_rank))) or use a gloo group");
+  }
+
   verify_replicas_match(all);
   std::vector<Tensor> state;
   for (const auto& [name, t] : all) state.push_back(t);
@@ -189,12 +217,17 @@ void DistributedDataParallelImpl::verify_replicas_match(
     for (int64_t s : t.sizes()) sig.push_back(s);
   }
   const int n = group_->size();
+  // On the device the group communicates on (the model's GPU under nccl).
+  const Device on = group_->device_for(tensors.empty() ? Device(kCPU) : tensors[0].second.device());
+  const TensorOptions longs = TensorOptions(kInt64).device(on);
   Tensor summary = tensor<int64_t>({static_cast<int64_t>(tensors.size()),
                                     static_cast<int64_t>(sig.size()),
-                                    static_cast<int64_t>(fnv1a(sig) >> 1)});
-  Tensor summaries = zeros({n * 3}, kInt64);
+                                    static_cast<int64_t>(fnv1a(sig) >> 1)})
+                       .to(on);
+  Tensor summaries = zeros({n * 3}, longs);
   group_->all_gather_into_tensor(summaries, summary)->wait();
-  const int64_t* all = summaries.data_ptr<int64_t>();
+  const std::vector<int64_t> summary_values = summaries.to_vector<int64_t>();
+  const int64_t* all = summary_values.data();
   bool same = true;
   int64_t longest = 0;
   for (int r = 0; r < n; ++r) {
@@ -204,11 +237,13 @@ void DistributedDataParallelImpl::verify_replicas_match(
   if (same) return;
 
   // Mismatch: exchange the full signatures (padded) to say where.
-  Tensor mine = full({longest}, -1, kInt64);
-  std::copy(sig.begin(), sig.end(), mine.data_ptr<int64_t>());
-  Tensor every = zeros({n * longest}, kInt64);
+  std::vector<int64_t> padded(longest, -1);
+  std::copy(sig.begin(), sig.end(), padded.begin());
+  Tensor mine = tensor(padded, {longest}, TensorOptions(kInt64)).to(on);
+  Tensor every = zeros({n * longest}, longs);
   group_->all_gather_into_tensor(every, mine)->wait();
-  const int64_t* data = every.data_ptr<int64_t>();
+  const std::vector<int64_t> every_values = every.to_vector<int64_t>();
+  const int64_t* data = every_values.data();
   const auto reference = decode(data, all[1]);
   std::ostringstream msg;
   msg << "DistributedDataParallel: the model replicas differ across ranks, so their gradients "

@@ -26,8 +26,11 @@ Tensor all_gather_concat(const Tensor& input, const ProcessGroupPtr& group) {
   header[2] = input.dim();
   for (int64_t d = 1; d < input.dim(); ++d) header[2 + d] = input.size(d);
   const int64_t h = static_cast<int64_t>(header.size());
-  Tensor mine = tensor(header, {h}, TensorOptions(kInt64));
-  Tensor all = zeros({n * h}, kInt64);
+  // Everything travels on the device the group communicates on (input's own
+  // device, or its GPU under nccl); the result comes back to input's device.
+  const Device on = group->device_for(input.device());
+  Tensor mine = tensor(header, {h}, TensorOptions(kInt64)).to(on);
+  Tensor all = zeros({n * h}, TensorOptions(kInt64).device(on));
   group->all_gather_into_tensor(all, mine)->wait();
   const std::vector<int64_t> headers = all.to_vector<int64_t>();
   int64_t longest = 0;
@@ -45,28 +48,32 @@ Tensor all_gather_concat(const Tensor& input, const ProcessGroupPtr& group) {
   }
   IntList padded_shape = input.sizes();
   padded_shape[0] = longest;
-  Tensor padded = zeros(padded_shape, TensorOptions(input.dtype()).device(input.device()));
+  Tensor padded = zeros(padded_shape, TensorOptions(input.dtype()).device(on));
   if (input.size(0) > 0) padded.narrow(0, 0, input.size(0)).copy_(input);
   IntList out_shape = padded_shape;
   out_shape[0] = longest * n;
-  Tensor gathered = zeros(out_shape, TensorOptions(input.dtype()).device(input.device()));
+  Tensor gathered = zeros(out_shape, TensorOptions(input.dtype()).device(on));
   group->all_gather_into_tensor(gathered, padded)->wait();
-  std::vector<Tensor> parts;
+  // Drop each rank's padding: copy the real rows together (copies exist on
+  // every device, cat need not).
+  int64_t total = 0;
+  for (int r = 0; r < n; ++r) total += headers[r * h];
+  IntList result_shape = input.sizes();
+  result_shape[0] = total;
+  Tensor result = empty(result_shape, TensorOptions(input.dtype()).device(on));
+  int64_t at = 0;
   for (int r = 0; r < n; ++r) {
     const int64_t rows = headers[r * h];
-    if (rows > 0) parts.push_back(gathered.narrow(0, r * longest, rows));
+    if (rows == 0) continue;
+    result.narrow(0, at, rows).copy_(gathered.narrow(0, r * longest, rows));
+    at += rows;
   }
-  if (parts.empty()) {
-    IntList empty_shape = input.sizes();
-    empty_shape[0] = 0;
-    return zeros(empty_shape, TensorOptions(input.dtype()).device(input.device()));
-  }
-  return cat(parts, 0);
+  return result.to(input.device());
 }
 
 double all_reduce_mean(double value, const ProcessGroupPtr& group) {
   if (!group) return value;
-  Tensor t = full({1}, value, kFloat64);
+  Tensor t = full({1}, value, TensorOptions(kFloat64).device(group->device_for(Device(kCPU))));
   group->all_reduce(t, ReduceOp::Sum)->wait();
   return t.item<double>() / static_cast<double>(group->size());
 }

@@ -198,10 +198,13 @@ void Reducer::State::finalize() {
   if (find_unused) {
     // Which parameters some rank used: a parameter nobody used keeps an
     // undefined .grad, as when training on one process.
-    Tensor counts = zeros({static_cast<int64_t>(params.size())});
-    float* c = counts.data_ptr<float>();
-    for (size_t i = 0; i < params.size(); ++i) c[i] = used[i] ? 1.0f : 0.0f;
+    // On the device the group communicates on (the buckets' GPU under nccl).
+    std::vector<float> flags(params.size());
+    for (size_t i = 0; i < params.size(); ++i) flags[i] = used[i] ? 1.0f : 0.0f;
+    Tensor counts = tensor(flags, {static_cast<int64_t>(params.size())}, TensorOptions(kFloat32))
+                        .to(group->device_for(buckets[0].device));
     group->all_reduce(counts, ReduceOp::Sum)->wait();
+    const std::vector<float> c = counts.to_vector<float>();
     for (size_t i = 0; i < params.size(); ++i) globally_used[i] = c[i] > 0.5f;
   }
   const double scale = 1.0 / static_cast<double>(group->size());

@@ -49,8 +49,14 @@ class SyncBatchNormBackward final : public Node {
     if (needs_input_grad(1)) gw = sum_dy_xmu * invstd;
     if (needs_input_grad(2)) gb = sum_dy;
     if (needs_input_grad(0)) {
-      Tensor combined = cat({sum_dy, sum_dy_xmu}, 0);  // (2C)
+      // (2C) on the device the group communicates on; copies, not cat (which
+      // need not exist for the device).
+      Tensor combined = empty({2 * c}, TensorOptions(sum_dy.dtype())
+                                           .device(group->device_for(sum_dy.device())));
+      combined.narrow(0, 0, c).copy_(sum_dy);
+      combined.narrow(0, c, c).copy_(sum_dy_xmu);
       group->all_reduce(combined, distributed::ReduceOp::Sum)->wait();
+      combined = combined.to(dy.device());
       const Tensor mean_dy = combined.narrow(0, 0, c) / static_cast<double>(total);
       const Tensor mean_dy_xmu = combined.narrow(0, c, c) / static_cast<double>(total);
       Tensor scale = invstd;
@@ -87,7 +93,6 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
   const int64_t c = input.size(1);
   const IntList dims = reduce_dims(input);
   const int64_t count = c > 0 ? input.numel() / c : 0;
-  const TensorOptions f64 = TensorOptions(kFloat64).device(input.device());
 
   Tensor mean, invstd;
   double unbiased_scale = 1.0;
@@ -103,10 +108,14 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
       local_mean = zeros({c}, TensorOptions(input.dtype()).device(input.device()));
       local_m2 = zeros_like(local_mean);
     }
-    Tensor packed = cat({full({1}, static_cast<double>(count), f64), local_mean.to(kFloat64),
-                         local_m2.to(kFloat64)}, 0);  // (1 + 2C)
+    // (1 + 2C) on the device the group communicates on (copies, not cat,
+    // which need not exist for the device).
+    const TensorOptions comm = TensorOptions(kFloat64).device(group->device_for(input.device()));
+    Tensor packed = full({1 + 2 * c}, static_cast<double>(count), comm);
+    packed.narrow(0, 1, c).copy_(local_mean);
+    packed.narrow(0, 1 + c, c).copy_(local_m2);
     const int n = group->size();
-    Tensor gathered = zeros({n * (1 + 2 * c)}, f64);
+    Tensor gathered = zeros({n * (1 + 2 * c)}, comm);
     group->all_gather_into_tensor(gathered, packed)->wait();
     const std::vector<double> g = gathered.to_vector<double>();
     // Merge (Chan et al.): exact for any counts, zero included.

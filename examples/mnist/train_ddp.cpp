@@ -7,6 +7,7 @@
 //
 // What each rank does:
 //   init_process_group(--backend, --init-method)   rendezvous with the others
+//                                                  (nccl with --device cuda: rank -> cuda:LOCAL_RANK)
 //   ConvNet -> convert_sync_batchnorm -> DDP        BatchNorm over the global batch
 //   DistributedSampler(shuffle, seed), set_epoch    each rank its own 1/world of the epoch
 //   evaluate on a DistributedSampler shard          predictions gathered from all ranks
@@ -58,7 +59,7 @@ struct Flags {
   int64_t num_workers = 1;
   int threads = 0;
   int64_t limit_train = 0;
-  std::string backend = "gloo";
+  std::string backend = "auto";  // nccl for --device cuda, else gloo
   std::string init_method = "env://";
   double timeout_s = 1800;
   std::string pid_file_dir;
@@ -174,13 +175,22 @@ int run(const Flags& flags) {
                                        : "this build of loom has no CUDA support",
                "); use --device cpu");
     // One GPU per local rank unless an index was given.
-    if (flags.device == "cuda") device = Device(DeviceType::kCUDA, distributed::get_local_rank());
+    if (flags.device == "cuda") {
+      const int local_rank = distributed::get_local_rank();
+      LOOM_CHECK(local_rank < cuda::device_count(), "--device cuda: local rank ", local_rank,
+                 " has no GPU of its own (", cuda::device_count(), " visible); start at most ",
+                 cuda::device_count(), " ranks per node, or name one with --device cuda:N");
+      device = Device(DeviceType::kCUDA, local_rank);
+    }
+    cuda::set_device(device.index);  // this rank's GPU is current on the main thread
   }
+  // nccl for CUDA tensors (one GPU per rank), gloo for CPU ones.
+  const std::string backend = flags.backend != "auto" ? flags.backend : device.is_cuda() ? "nccl" : "gloo";
 
   distributed::InitOptions init;
   init.init_method = flags.init_method;
   init.timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000));
-  distributed::init_process_group(flags.backend, init);
+  distributed::init_process_group(backend, init);
   const int rank = distributed::get_rank(), world = distributed::get_world_size();
   const bool main_rank = rank == 0;
 
@@ -208,14 +218,16 @@ int run(const Flags& flags) {
   nn::models::ConvNet model;
   model = nn::convert_sync_batchnorm(model);  // BatchNorm statistics of the global batch
   model->to(device);
-  distributed::DistributedDataParallel ddp(model, nullptr, distributed::DDPOptions{});
+  distributed::DDPOptions ddp_options;
+  if (device.is_cuda()) ddp_options.device_ids = {device};
+  distributed::DistributedDataParallel ddp(model, nullptr, ddp_options);
   nn::CrossEntropyLoss criterion;
   optim::SGD optimizer(ddp->parameters(), optim::SGDOptions(flags.lr).momentum(flags.momentum));
 
   if (main_rank) {
     std::printf("loom MNIST DDP: %d ranks (%s, %s), %lld train / %lld test images from %s, device %s, "
                 "batch %lld per rank (%lld per step), %d threads per rank\n",
-                world, flags.backend.c_str(), flags.init_method.c_str(), static_cast<long long>(train_set->size()),
+                world, backend.c_str(), flags.init_method.c_str(), static_cast<long long>(train_set->size()),
                 static_cast<long long>(test_set->size()), data_dir.c_str(), device.str().c_str(),
                 static_cast<long long>(flags.batch_size), static_cast<long long>(flags.batch_size * world),
                 get_num_threads());
@@ -303,9 +315,9 @@ int main(int argc, char** argv) {
   app.add_option("--limit-train", flags.limit_train, "Train on the first N images only (0: all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", flags.backend, "Process group backend")
+  app.add_option("--backend", flags.backend, "Process group backend: auto is nccl with --device cuda, else gloo")
       ->capture_default_str()
-      ->check(CLI::IsMember({"gloo", "nccl"}));
+      ->check(CLI::IsMember({"auto", "gloo", "nccl"}));
   app.add_option("--init-method", flags.init_method, "env://, tcp://host:port or file:///path")->capture_default_str();
   app.add_option("--timeout-s", flags.timeout_s, "Rendezvous and collective timeout in seconds")
       ->capture_default_str();
