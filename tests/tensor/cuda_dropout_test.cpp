@@ -64,7 +64,7 @@ TEST_F(CudaDropout, BackwardUsesTheSameMask) {
     const Tensor y = dropout(x.t(), 0.3, true, &gen);  // transposed input
     const Tensor g = sample(dtype, {7, 6}, 3).to(kGpu);
     y.backward(g);
-    const Tensor mask = (y.detach() != 0).to(dtype) * (1 / 0.7);
+    const Tensor mask = y.detach().ne(0).to(dtype) * (1 / 0.7);
     EXPECT_TRUE(Parity(x.grad(), (g * mask).t().cpu(), 1e-6));
   }
 }
@@ -80,7 +80,7 @@ TEST_F(CudaDropout, CheckpointRecomputationDrawsTheSameMask) {
   const Tensor grad = w.grad().cpu();
   // The checkpointed output's zeros are exactly where the gradient has none:
   // w's gradient is the column sums of x over kept positions.
-  const Tensor kept = (direct.detach() != 0).to(kFloat32) * 2.0f;
+  const Tensor kept = direct.detach().ne(0).to(kFloat32) * 2.0f;
   EXPECT_TRUE(Parity((x * kept).sum({0}), grad, 1e-5));
 }
 

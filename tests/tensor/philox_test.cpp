@@ -2,11 +2,12 @@
 // generator CUDA dropout uses without a GPU: Random123's known-answer vectors
 // (its tests/kat_vectors, the three "philox4x32 10" lines), the counter and
 // key layout of philox::draw, and that the words look uniform.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <set>
 
 #include "tensor/cuda/Philox.h"
-#include "tests/TestUtil.h"
 
 namespace loom {
 namespace {
