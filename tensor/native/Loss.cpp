@@ -1,6 +1,6 @@
 // Raw losses: argument checks, layout and reduction; per-element work in
 // tensor/cpu/Loss.cpp, or on a CUDA device in tensor/cuda/Loss.cu (there the
-// totals stay on the device: no value is read back to compute the loss).
+// totals stay on the device; only the target check reads one value back).
 #include "tensor/native/Loss.h"
 
 #include "tensor/Factory.h"

@@ -188,7 +188,8 @@ TEST_F(CudaIndex, CatAndStack) {
 TEST_F(CudaIndex, ConversionEveryDTypePairAndLayout) {
   for (DType from : kAllDTypes)
     for (DType to : kAllDTypes) {
-      const Tensor x = sample(from, {5, 7}, 33, -3, 3);
+      // (A negative float converted to uint8 is undefined behaviour in C++.)
+      const Tensor x = sample(from, {5, 7}, 33, to == kUInt8 ? 0 : -3, 3);
       // On one GPU: contiguous, transposed source, transposed destination.
       EXPECT_TRUE(Parity(x.to(kGpu).to(to), x.to(to))) << dtype_name(from) << "->" << dtype_name(to);
       EXPECT_TRUE(Parity(x.to(kGpu).t().to(to), x.t().to(to)));
