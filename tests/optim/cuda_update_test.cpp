@@ -62,7 +62,9 @@ TEST_F(CudaUpdate, SgdStepsAreBitEqual) {
           optim::sgd_update(pg, g.to(kGpu), mom ? bufg : Tensor(), step == 0, h);
           ASSERT_TRUE(BitEqual(pg, p)) << dtype_name(dtype) << " " << shape_str(shape)
                                        << " momentum " << c.momentum << " step " << step;
-          if (mom) ASSERT_TRUE(BitEqual(bufg, buf));
+          if (mom) {
+            ASSERT_TRUE(BitEqual(bufg, buf));
+          }
         }
       }
 }
@@ -96,7 +98,9 @@ TEST_F(CudaUpdate, AdamStepsAreBitEqual) {
                                              << amsgrad << " wd " << wd << " step " << step;
                 ASSERT_TRUE(BitEqual(mg, m));
                 ASSERT_TRUE(BitEqual(vg, v));
-                if (amsgrad) ASSERT_TRUE(BitEqual(vmaxg, vmax));
+                if (amsgrad) {
+                  ASSERT_TRUE(BitEqual(vmaxg, vmax));
+                }
               }
             }
 }
