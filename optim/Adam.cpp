@@ -45,6 +45,7 @@ void Adam::step() {
     h.amsgrad = option(group, "amsgrad") != 0;
     h.maximize = option(group, "maximize") != 0;
     h.decoupled = decoupled_weight_decay_;
+    std::vector<AdamParam> batch;  // one multi-tensor launch per CUDA device and dtype
     for (Tensor& p : group.params) {
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
@@ -58,10 +59,10 @@ void Adam::step() {
       }
       float& step = *s["step"].data_ptr<float>();
       step += 1;
-      h.step = step;
-      adam_update(p, grad, s["exp_avg"], s["exp_avg_sq"],
-                  h.amsgrad ? s["max_exp_avg_sq"] : Tensor(), h);
+      batch.push_back({p, grad, s["exp_avg"], s["exp_avg_sq"],
+                       h.amsgrad ? s["max_exp_avg_sq"] : Tensor(), static_cast<double>(step)});
     }
+    adam_update_many(batch, h);
   }
 }
 

@@ -38,6 +38,7 @@ void SGD::step() {
     h.weight_decay = option(group, "weight_decay");
     h.nesterov = option(group, "nesterov") != 0;
     h.maximize = option(group, "maximize") != 0;
+    std::vector<SGDParam> batch;  // one multi-tensor launch per CUDA device and dtype
     for (Tensor& p : group.params) {
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
@@ -54,8 +55,9 @@ void SGD::step() {
           buf = it->second;
         }
       }
-      sgd_update(p, grad, buf, first, h);
+      batch.push_back({p, grad, buf, first});
     }
+    sgd_update_many(batch, h);
   }
 }
 

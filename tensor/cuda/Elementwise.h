@@ -83,6 +83,12 @@ void clamp_backward(DType dtype, const ElementwiseLayout& layout, void* out, con
                     const void* self, bool has_min, double min, bool has_max, double max,
                     int device, uint64_t stream);
 
+// out (of out_dtype) = in (of in_dtype) converted as the CPU's static_cast
+// does (floating to a narrow integer goes through int64, as x86 truncates);
+// every pair of dtypes (kernels in Convert.cu).
+void convert(DType out_dtype, DType in_dtype, const ElementwiseLayout& layout, void* out,
+             const void* in, int device, uint64_t stream);
+
 // out = condition ? a : b; condition bool, a, b and out of `dtype`.
 void where(DType dtype, const ElementwiseLayout& layout, void* out, const void* condition,
            const void* a, const void* b, int device, uint64_t stream);

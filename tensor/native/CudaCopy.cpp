@@ -78,17 +78,21 @@ void copy_cuda_(const Tensor& dst, const Tensor& src, bool non_blocking) {
   check_cuda_side("copy_", src);
   if (dst.numel() == 0) return;
   if (dst.dtype() != src.dtype()) {
-    // Convert on the host: bring src there (if needed), convert with the CPU
-    // kernel, and copy the result to dst's device.
-    Tensor host = src.is_cpu() ? src : empty_on(src, src.dtype(), Device(kCPU));
-    if (!host.is_same(src)) copy_cuda_(host, src, false);
-    if (dst.is_cpu()) {
-      copy_(dst, host);
+    if (dst.device() == src.device()) {
+      cuda::convert_kernel(dst, src);
       return;
     }
-    Tensor converted = empty_on(src, dst.dtype(), Device(kCPU));
-    copy_(converted, host);
-    copy_cuda_(dst, converted, non_blocking);
+    if (src.is_cuda()) {
+      // Convert on the source's GPU, then move the converted bytes.
+      Tensor converted = empty_on(src, dst.dtype(), src.device());
+      cuda::convert_kernel(converted, src);
+      copy_cuda_(dst, converted, non_blocking);
+      return;
+    }
+    // Host source, GPU destination: move src's bytes, convert on the GPU.
+    Tensor moved = empty_on(src, src.dtype(), dst.device());
+    copy_cuda_(moved, src, non_blocking);
+    cuda::convert_kernel(dst, moved);
     return;
   }
   if (dst.device() == src.device()) {

@@ -14,8 +14,11 @@
 //     non_blocking is set and the host side is memory from loom's pinned
 //     allocator (cuda::pinned_empty; then the block is recorded on the
 //     stream, so the allocator does not reuse it before the copy has run).  CUDA-to-CUDA across two GPUs always waits.
-//   - Different dtypes: converted on the host (CPU kernels), then copied as
-//     above.  (A CUDA conversion kernel comes with the elementwise ops.)
+//   - Different dtypes: converted on the GPU by one elementwise kernel
+//     (tensor/cuda/Convert.cu, any layouts): on the same device directly;
+//     across devices the bytes move first in the source dtype to the
+//     destination's GPU (host to GPU), or the source is converted on its own
+//     GPU first (GPU to host or GPU to GPU), so the host never converts.
 // Throws loom::Error naming the op and device for an invalid CUDA device, or
 // when loom was built without CUDA.
 #pragma once
@@ -32,4 +35,11 @@ void copy_cuda_(const Tensor& dst, const Tensor& src, bool non_blocking);
 void fill_cuda_(const Tensor& t, Scalar value);
 
 }  // namespace native
+
+namespace cuda {
+// out <- in converted to out's dtype, both on one CUDA device and of one
+// shape, any layouts (tensor/native/CudaElementwise.cpp, kernels in
+// tensor/cuda/Convert.cu), queued on the device's current stream.
+void convert_kernel(const Tensor& out, const Tensor& in);
+}  // namespace cuda
 }  // namespace loom

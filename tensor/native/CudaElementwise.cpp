@@ -19,6 +19,7 @@
 #include "tensor/cuda/Elementwise.h"
 #include "tensor/native/Binary.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/CudaCopy.h"
 #include "tensor/native/Unary.h"
 #include "tensor/native/Where.h"
 
@@ -181,6 +182,14 @@ void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, c
       });
 }
 
+void convert_kernel(const Tensor& out, const Tensor& in) {
+  run(out, {in}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& i) {
+    const int device = o.device().index;
+    convert(o.dtype(), i[0].dtype(), l, o.data_ptr(), i[0].data_ptr(), device,
+            current_stream_handle(device));
+  });
+}
+
 #ifndef LOOM_WITH_CUDA
 
 namespace {
@@ -223,6 +232,9 @@ void clamp_backward(DType, const ElementwiseLayout&, void*, const void*, const v
 void where(DType, const ElementwiseLayout&, void*, const void*, const void*, const void*, int,
            uint64_t) {
   no_cuda("where");
+}
+void convert(DType, DType, const ElementwiseLayout&, void*, const void*, int, uint64_t) {
+  no_cuda("convert");
 }
 
 #endif  // LOOM_WITH_CUDA

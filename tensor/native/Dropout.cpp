@@ -12,7 +12,7 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen
   LOOM_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
   LOOM_CHECK(input.is_floating_point(), "dropout: expected a floating-point input, got ",
              input.describe());
-  check_cpu_kernel("dropout", input);
+  check_kernel_device("dropout", input);
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed;
   {
@@ -22,7 +22,8 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   Tensor out = empty(input.sizes(), options);
   Tensor mask = empty(input.sizes(), options);
-  cpu::dropout_kernel(out, mask, contiguous(input), p, seed);
+  if (input.is_cuda()) cuda::dropout_kernel(out, mask, contiguous(input), p, seed);
+  else cpu::dropout_kernel(out, mask, contiguous(input), p, seed);
   return {out, mask};
 }
 

@@ -25,4 +25,12 @@ namespace cpu {
 void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p,
                     uint64_t seed);
 }  // namespace cpu
+
+namespace cuda {
+// The CUDA twin (tensor/native/CudaNn.cpp, tensor/cuda/Dropout.cu): the same
+// keep test on Philox4x32-10 words of (seed, offset 0, i / 4), so the mask
+// is a pure function of the generator draw, but not the CPU's mask.
+void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p,
+                    uint64_t seed);
+}  // namespace cuda
 }  // namespace loom

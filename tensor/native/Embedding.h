@@ -27,4 +27,13 @@ void embedding_kernel(const Tensor& out, const Tensor& weight, const Tensor& ind
 void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad,
                                const Tensor& indices);
 }  // namespace cpu
+
+namespace cuda {
+// The CUDA twins (tensor/native/CudaNn.cpp: index_select / index_add rows of
+// tensor/cuda/Index.cu), indices already checked.  The backward adds rows
+// with atomics, so float sums of repeated indices may round in any order.
+void embedding_kernel(const Tensor& out, const Tensor& weight, const Tensor& indices);
+void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad,
+                               const Tensor& indices);
+}  // namespace cuda
 }  // namespace loom

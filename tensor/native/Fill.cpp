@@ -15,14 +15,17 @@ void check_fill(const char* op, const Tensor& t) {
   check_defined(op, t, "self");
   LOOM_CHECK(t.is_floating_point(), op, ": expected a floating-point tensor, got ",
              t.describe());
-  check_cpu_kernel(op, t);
+  check_kernel_device(op, t);
 }
 
 // Writes draw() into every element of t in row-major order, drawing under
-// gen's lock (one sequence per seed, whatever the thread count).
+// gen's lock (one sequence per seed, whatever the thread count).  A CUDA
+// tensor is filled from host memory (the same values as on the CPU for a
+// seed; initialisation, not the training path).
 template <typename Draw>
 void fill_random(const Tensor& t, Generator& gen, Draw&& draw) {
-  Tensor dst = t.is_contiguous() ? t : empty(t.sizes(), TensorOptions(t.dtype()));
+  Tensor dst =
+      t.is_cpu() && t.is_contiguous() ? t : empty(t.sizes(), TensorOptions(t.dtype()));
   dispatch_floating(t.dtype(), "fill_random", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(dst.data_ptr());

@@ -32,8 +32,8 @@ void check_nd_index(const char* op, const Tensor& self, const Tensor& index) {
 // Rank-0 operands are handled as shape [1].
 Tensor at_least_1d(const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; }
 
-void check_cpu(const char* op, const Tensor& t) {
-  check_cpu_kernel(op, t);
+void check_device(const char* op, const Tensor& t) {
+  check_kernel_device(op, t);
 }
 
 }  // namespace
@@ -50,8 +50,9 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   IntList sizes = self.sizes();
   sizes[dim] = idx.numel();
   Tensor out = empty(sizes, TensorOptions(self.dtype()).device(self.device()));
-  check_cpu("index_select", self);
-  cpu::index_select_kernel(out, contiguous(self), dim, idx);
+  check_device("index_select", self);
+  if (self.is_cuda()) cuda::index_select_kernel(out, contiguous(self), dim, idx);
+  else cpu::index_select_kernel(out, contiguous(self), dim, idx);
   return out;
 }
 
@@ -70,8 +71,9 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
              " must have self's shape ", shape_str(self.sizes()), " except size ", idx.numel(),
              " (the number of indices) in dimension ", dim);
   Tensor out = clone(s);
-  check_cpu("index_add", self);
-  cpu::index_add_kernel(out, dim, idx, contiguous(src));
+  check_device("index_add", self);
+  if (self.is_cuda()) cuda::index_add_kernel(out, dim, idx, contiguous(src));
+  else cpu::index_add_kernel(out, dim, idx, contiguous(src));
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 
@@ -86,8 +88,9 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
                shape_str(index.sizes()), " to be no larger than self ", shape_str(self.sizes()),
                " apart from dimension ", dim);
   Tensor out = empty(idx.sizes(), TensorOptions(self.dtype()).device(self.device()));
-  check_cpu("gather", self);
-  cpu::gather_kernel(out, s, dim, contiguous(idx));
+  check_device("gather", self);
+  if (self.is_cuda()) cuda::gather_kernel(out, s, dim, contiguous(idx));
+  else cpu::gather_kernel(out, s, dim, contiguous(idx));
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 
@@ -111,8 +114,9 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
                shape_str(self.sizes()), " apart from dimension ", dim);
   }
   Tensor out = clone(s);
-  check_cpu("scatter_add", self);
-  cpu::scatter_add_kernel(out, dim, contiguous(idx), sr);
+  check_device("scatter_add", self);
+  if (self.is_cuda()) cuda::scatter_add_kernel(out, dim, contiguous(idx), sr);
+  else cpu::scatter_add_kernel(out, dim, contiguous(idx), sr);
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 

@@ -6,6 +6,8 @@
 // tensors on self's device; nothing is modified in place.
 #pragma once
 
+#include <optional>
+
 #include "tensor/Tensor.h"
 
 namespace loom {
@@ -41,4 +43,22 @@ void index_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const
 void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
 void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 }  // namespace cpu
+
+namespace cuda {
+// The CUDA twins (tensor/native/CudaNn.cpp, kernels in tensor/cuda/Index.cu),
+// same operand contracts, queued on the device's current stream.  Each checks
+// the index values on the device first and throws the CPU kernels' message
+// for the first bad one; reading that answer waits for the stream.
+// index_add and scatter_add accumulate with atomics (float sums of repeated
+// indices may round in any order).
+void index_select_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
+void index_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source);
+void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
+void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// The first value of idx (contiguous int64 on a CUDA device) outside [0,
+// limit), not counting `ignore` when has_ignore; nullopt when all are fine.
+// Waits for the device's current stream to read the answer back.
+std::optional<int64_t> first_bad_index(const Tensor& idx, int64_t limit, bool has_ignore = false,
+                                       int64_t ignore = 0);
+}  // namespace cuda
 }  // namespace loom

@@ -39,7 +39,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 
   IntList out_sizes = ref->sizes();
   out_sizes[dim] = 0;
-  check_cpu_kernel("cat", *ref);
+  check_kernel_device("cat", *ref);
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -53,9 +53,19 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                  ". Expected size ", ref->sizes()[d], " but got size ", t.sizes()[d],
                  " for tensor number ", i, " in the list (", t.describe(), ")");
     out_sizes[dim] += t.sizes()[dim];
-    inputs.push_back(contiguous(to(t, t.device(), dtype)));
+    // On CUDA each input is copied (and converted) straight into its slice.
+    inputs.push_back(t.is_cuda() ? t : contiguous(to(t, t.device(), dtype)));
   }
   Tensor out = empty(out_sizes, options);
+  if (out.is_cuda()) {
+    int64_t offset = 0;
+    for (const Tensor& t : inputs) {
+      const int64_t n = t.sizes()[dim];
+      if (n > 0) copy_(narrow(out, dim, offset, n), t);
+      offset += n;
+    }
+    return out;
+  }
   cpu::cat_kernel(out, inputs, dim);
   return out;
 }

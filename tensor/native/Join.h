@@ -1,6 +1,7 @@
 // Raw (non-differentiable) joins: cat and stack.  Argument checks, dtype
 // promotion and output allocation here; the byte copying in the backend's
-// kernel (tensor/cpu/Join.cpp).  The differentiable forms are loom::cat and
+// kernel (tensor/cpu/Join.cpp; on CUDA one copy_ of each input into its
+// slice, converting its dtype on the device).  The differentiable forms are loom::cat and
 // loom::stack (autograd/functions/Shape.h).
 #pragma once
 

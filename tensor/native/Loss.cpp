@@ -1,10 +1,12 @@
 // Raw losses: argument checks, layout and reduction; per-element work in
-// tensor/cpu/Loss.cpp.
+// tensor/cpu/Loss.cpp, or on a CUDA device in tensor/cuda/Loss.cu (there the
+// totals stay on the device; only the target check reads one value back).
 #include "tensor/native/Loss.h"
 
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/Index.h"
 #include "tensor/native/Views.h"
 
 namespace loom {
@@ -49,6 +51,22 @@ void check_loss_grad(const char* op, const Tensor& grad, const IntList& none_sha
 
 Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }
 
+// A class loss on a CUDA device: (loss, logsumexp (cross_entropy only),
+// total_weight), every value computed on the device.
+std::tuple<Tensor, Tensor, Tensor> class_loss_cuda(bool cross_entropy, const ClassLossShape& s,
+                                                   const Tensor& input, const Tensor& target,
+                                                   const Tensor& weight, LossReduction reduction,
+                                                   int64_t ignore_index, double label_smoothing) {
+  Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
+  Tensor lse = cross_entropy ? empty(s.none_shape, like(input, kFloat64)) : Tensor();
+  Tensor out = reduction == LossReduction::kNone ? Tensor() : empty({}, like(input, input.dtype()));
+  Tensor total_weight = empty({}, like(input, kFloat64));
+  cuda::class_loss_kernel(cross_entropy, per, lse, out, total_weight, contiguous(input),
+                          contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
+                          ignore_index, label_smoothing, reduction == LossReduction::kMean);
+  return {reduction == LossReduction::kNone ? view(per, s.none_shape) : out, lse, total_weight};
+}
+
 }  // namespace
 
 ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tensor& target,
@@ -84,8 +102,14 @@ ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tenso
                dtype_name(input.dtype()), " like the input, got ", weight.describe());
     check_same_device(op, input, "input", weight, "weight");
   }
-  check_cpu_kernel(op, input);
+  check_kernel_device(op, input);
   const Tensor t = contiguous(target);
+  if (t.is_cuda()) {
+    if (const auto bad = cuda::first_bad_index(t, s.C, true, ignore_index))
+      LOOM_FAIL(op, ": Target ", *bad, " is out of bounds: expected a class index in [0, ", s.C,
+                ") (C = ", s.C, ") or ignore_index ", ignore_index);
+    return s;
+  }
   const int64_t* tp = static_cast<const int64_t*>(t.data_ptr());
   for (int64_t i = 0; i < t.numel(); ++i) {
     const int64_t v = tp[i];
@@ -100,6 +124,11 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& input, const Tensor& target,
                                     const Tensor& weight, LossReduction reduction,
                                     int64_t ignore_index) {
   const ClassLossShape s = check_class_loss("nll_loss", input, target, weight, ignore_index);
+  if (input.is_cuda()) {
+    auto [loss, lse, total_weight] =
+        class_loss_cuda(false, s, input, target, weight, reduction, ignore_index, 0.0);
+    return {loss, total_weight};
+  }
   Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
   const cpu::LossTotals totals =
       cpu::nll_loss_kernel(per, contiguous(input), contiguous(target), contiguous_or_none(weight),
@@ -115,6 +144,13 @@ Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
                                             ignore_index);
   check_loss_grad("nll_loss_backward", grad, s.none_shape, reduction, input);
   Tensor grad_input = zeros(input.sizes(), like(input, input.dtype()));
+  if (input.is_cuda()) {
+    cuda::class_loss_backward_kernel(false, grad_input, contiguous(grad),
+                                     grad_scale(reduction, total_weight), input, Tensor(),
+                                     contiguous(target), contiguous_or_none(weight), s.N, s.C,
+                                     s.S, ignore_index, 0.0);
+    return grad_input;
+  }
   cpu::nll_loss_backward_kernel(grad_input, contiguous(grad), grad_scale(reduction, total_weight),
                                 contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
                                 ignore_index);
@@ -127,6 +163,9 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tens
   LOOM_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   const ClassLossShape s = check_class_loss("cross_entropy", input, target, weight, ignore_index);
+  if (input.is_cuda())
+    return class_loss_cuda(true, s, input, target, weight, reduction, ignore_index,
+                           label_smoothing);
   Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
   Tensor lse = empty(s.none_shape, like(input, kFloat64));
   const cpu::LossTotals totals = cpu::cross_entropy_kernel(
@@ -147,6 +186,14 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Ten
              "cross_entropy_backward: logsumexp ", logsumexp.describe(), " does not match input ",
              input.describe());
   Tensor grad_input = empty(input.sizes(), like(input, input.dtype()));
+  if (input.is_cuda()) {
+    cuda::class_loss_backward_kernel(true, grad_input, contiguous(grad),
+                                     grad_scale(reduction, total_weight), contiguous(input),
+                                     contiguous(logsumexp), contiguous(target),
+                                     contiguous_or_none(weight), s.N, s.C, s.S, ignore_index,
+                                     label_smoothing);
+    return grad_input;
+  }
   cpu::cross_entropy_backward_kernel(grad_input, contiguous(grad),
                                      grad_scale(reduction, total_weight), contiguous(input),
                                      contiguous(logsumexp), contiguous(target),
@@ -166,7 +213,7 @@ std::tuple<Tensor, Tensor> mse_operands(const char* op, const Tensor& input,
              ": expected input and target of one floating dtype, got input ", input.describe(),
              " and target ", target.describe());
   check_same_device(op, input, "input", target, "target");
-  check_cpu_kernel(op, input);
+  check_kernel_device(op, input);
   const IntList shape = broadcast_shapes(input.sizes(), target.sizes(), op);
   return {contiguous(expand(input, shape)), contiguous(expand(target, shape))};
 }
@@ -177,7 +224,14 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reducti
   const auto [x, y] = mse_operands("mse_loss", input, target);
   if (reduction == LossReduction::kNone) {
     Tensor out = empty(x.sizes(), like(x, x.dtype()));
-    cpu::squared_error_kernel(out, x, y);
+    if (x.is_cuda()) cuda::squared_error_kernel(out, x, y);
+    else cpu::squared_error_kernel(out, x, y);
+    return out;
+  }
+  if (x.is_cuda()) {
+    Tensor out = empty({}, like(x, x.dtype()));
+    cuda::squared_error_sum_kernel(
+        out, x, y, reduction == LossReduction::kMean ? static_cast<double>(x.numel()) : 1.0);
     return out;
   }
   double total = cpu::squared_error_sum_kernel(x, y);
@@ -190,8 +244,9 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   const auto [x, y] = mse_operands("mse_loss_backward", input, target);
   check_loss_grad("mse_loss_backward", grad, x.sizes(), reduction, x);
   Tensor grad_input = empty(x.sizes(), like(x, x.dtype()));
-  cpu::squared_error_backward_kernel(grad_input, contiguous(grad),
-                                     grad_scale(reduction, static_cast<double>(x.numel())), x, y);
+  const double scale = grad_scale(reduction, static_cast<double>(x.numel()));
+  if (x.is_cuda()) cuda::squared_error_backward_kernel(grad_input, contiguous(grad), scale, x, y);
+  else cpu::squared_error_backward_kernel(grad_input, contiguous(grad), scale, x, y);
   return grad_input;
 }
 

@@ -91,4 +91,30 @@ void squared_error_kernel(const Tensor& out, const Tensor& x, const Tensor& y);
 void squared_error_backward_kernel(const Tensor& grad_input, const Tensor& grad, double scale,
                                    const Tensor& x, const Tensor& y);
 }  // namespace cpu
+
+namespace cuda {
+// The CUDA twins (tensor/native/CudaNn.cpp, kernels in tensor/cuda/Loss.cu),
+// queued on the device's current stream; totals stay on the device.
+// Per-element class losses into `loss` (N * S values), the logsumexp per
+// sample (cross_entropy only; undefined for nll), the reduced loss into `out`
+// (0-dim of x's dtype: the sum, or the mean over the total weight when
+// `mean`; undefined for an unreduced loss) and the total weight into
+// `total_weight` (0-dim float64).  Targets must be checked first.
+void class_loss_kernel(bool cross_entropy, const Tensor& loss, const Tensor& logsumexp,
+                       const Tensor& out, const Tensor& total_weight, const Tensor& x,
+                       const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
+                       int64_t S, int64_t ignore_index, double label_smoothing, bool mean);
+// As cpu::nll_loss_backward_kernel / cross_entropy_backward_kernel; nll needs
+// a zero-filled grad_input, logsumexp is undefined for nll.
+void class_loss_backward_kernel(bool cross_entropy, const Tensor& grad_input, const Tensor& grad,
+                                double scale, const Tensor& x, const Tensor& logsumexp,
+                                const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
+                                int64_t S, int64_t ignore_index, double label_smoothing);
+// out (x's shape) = (x - y)^2; out_sum (0-dim) = sum of (x - y)^2 / divisor.
+void squared_error_kernel(const Tensor& out, const Tensor& x, const Tensor& y);
+void squared_error_sum_kernel(const Tensor& out_sum, const Tensor& x, const Tensor& y,
+                              double divisor);
+void squared_error_backward_kernel(const Tensor& grad_input, const Tensor& grad, double scale,
+                                   const Tensor& x, const Tensor& y);
+}  // namespace cuda
 }  // namespace loom

@@ -2,19 +2,19 @@
 // inner) layout; the loops are in tensor/cpu/Reduce.cpp.
 #include "tensor/native/Reduce.h"
 
+#include <algorithm>
+
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
+#include "tensor/native/Binary.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/Unary.h"
 #include "tensor/native/Views.h"
 
 namespace loom {
 namespace native {
 
 namespace {
-
-void check_cpu(const char* op, const Tensor& self) {
-  check_cpu_kernel(op, self);
-}
 
 // For the reductions with a CUDA kernel too.
 void check_device(const char* op, const Tensor& self) {
@@ -158,10 +158,23 @@ Tensor var(const Tensor& self, IntList dims, int64_t correction, bool keepdim, b
   const char* op = take_sqrt ? "std" : "var";
   check_defined(op, self, "self");
   check_floating(op, self);
-  check_cpu(op, self);
+  check_device(op, self);
   LOOM_CHECK(correction >= 0, op, ": correction must be non-negative, got ", correction);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), op);
   Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, self.dtype()));
+  if (self.is_cuda()) {
+    // The CPU kernel's two passes in double, as CUDA ops: the means, then the
+    // squared deviations from them.
+    const ReduceView v = reduce_view(self, mask);
+    const Tensor x = to(reshape(v.src, {v.outer, v.reduce, v.inner}), self.device(), kFloat64);
+    const Tensor d = binary(BinaryOp::kSub, x, mean(x, {1}, true));
+    Tensor s = sum(binary(BinaryOp::kMul, d, d), {1}, false);
+    const double divisor = static_cast<double>(std::max<int64_t>(0, v.reduce - correction));
+    s = binary(BinaryOp::kDiv, s, scalar_tensor(divisor, like(s, kFloat64)));
+    if (take_sqrt) s = unary(UnaryOp::kSqrt, s);
+    copy_(out, reshape(s, out.sizes()));
+    return out;
+  }
   cpu::var_kernel(out, reduce_view(self, mask), correction, take_sqrt);
   return out;
 }
@@ -193,10 +206,14 @@ Tensor select_along_dim_backward(const Tensor& grad, const Tensor& indices, cons
   for (int64_t i = d + 1; i < rank; ++i) inner *= sizes[i];
   const int64_t reduce = rank == 0 ? 1 : sizes[d];
   (void)keepdim;  // grad and indices are read in row-major order either way
+  check_device("max/min backward", grad);
   Tensor grad_input = zeros(sizes, like(grad, grad.dtype()));
-  check_cpu("max/min backward", grad);
-  cpu::scatter_reduced_kernel(grad_input, contiguous(grad), contiguous(indices), outer, reduce,
-                              inner);
+  if (grad.is_cuda())
+    cuda::scatter_reduced_kernel(grad_input, contiguous(grad), contiguous(indices), outer, reduce,
+                                 inner);
+  else
+    cpu::scatter_reduced_kernel(grad_input, contiguous(grad), contiguous(indices), outer, reduce,
+                                inner);
   return grad_input;
 }
 

@@ -77,10 +77,15 @@ void scatter_reduced_kernel(const Tensor& grad_input, const Tensor& grad, const 
 namespace cuda {
 // sum/mean and max/min/argmax/argmin for a ReduceView on one CUDA device
 // (tensor/native/CudaReduce.cpp, kernels in tensor/cuda/Reduce.cu), queued on
-// its current stream.  var/std and the max/min backward have no CUDA kernel
-// yet and say "not implemented for CUDA yet".
+// its current stream.  var/std run on CUDA as a few of these ops (in double,
+// like the CPU kernel).
 void sum_kernel(const Tensor& out, const native::ReduceView& v, bool mean);
 void extremum_kernel(const Tensor& values, const Tensor& indices, const native::ReduceView& v,
                      bool is_max);
+// The max/min backward (tensor/native/CudaNn.cpp, a scatter of
+// tensor/cuda/Index.cu); indices come from the forward, so they are not
+// checked again.
+void scatter_reduced_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& indices,
+                            int64_t outer, int64_t reduce, int64_t inner);
 }  // namespace cuda
 }  // namespace loom

@@ -1,4 +1,5 @@
-// Raw softmax/log_softmax: checks and layout; loops in tensor/cpu/Softmax.cpp.
+// Raw softmax/log_softmax: checks and layout; loops in tensor/cpu/Softmax.cpp,
+// CUDA kernels in tensor/cuda/Softmax.cu.
 #include "tensor/native/Softmax.h"
 
 #include "tensor/Factory.h"
@@ -30,7 +31,7 @@ void check_input(const char* op, const Tensor& self) {
   LOOM_CHECK(self.is_floating_point(), op,
              ": expected a floating-point tensor (float32 or float64), got ", self.describe(),
              "; convert it with .to(kFloat32) first");
-  check_cpu_kernel(op, self);
+  check_kernel_device(op, self);
 }
 
 Tensor forward(const char* op, const Tensor& self, int64_t dim, bool log) {
@@ -39,7 +40,8 @@ Tensor forward(const char* op, const Tensor& self, int64_t dim, bool log) {
   const Layout l = layout_of(self.sizes(), self.dim() == 0 ? 1 : d);
   const Tensor x = contiguous(self);
   Tensor out = empty(self.sizes(), TensorOptions(self.dtype()).device(self.device()));
-  cpu::softmax_kernel(out, x, l.outer, l.D, l.inner, log);
+  if (x.is_cuda()) cuda::softmax_kernel(out, x, l.outer, l.D, l.inner, log);
+  else cpu::softmax_kernel(out, x, l.outer, l.D, l.inner, log);
   return out;
 }
 
@@ -52,8 +54,12 @@ Tensor backward(const char* op, const Tensor& grad, const Tensor& output, int64_
   const int64_t d = wrap_dim(dim, output.dim(), op);
   const Layout l = layout_of(output.sizes(), output.dim() == 0 ? 1 : d);
   Tensor grad_input = empty(output.sizes(), TensorOptions(output.dtype()).device(output.device()));
-  cpu::softmax_backward_kernel(grad_input, contiguous(grad), contiguous(output), l.outer, l.D,
-                               l.inner, log);
+  if (output.is_cuda())
+    cuda::softmax_backward_kernel(grad_input, contiguous(grad), contiguous(output), l.outer, l.D,
+                                  l.inner, log);
+  else
+    cpu::softmax_backward_kernel(grad_input, contiguous(grad), contiguous(output), l.outer, l.D,
+                                 l.inner, log);
   return grad_input;
 }
 

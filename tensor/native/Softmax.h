@@ -27,4 +27,13 @@ void softmax_kernel(const Tensor& out, const Tensor& x, int64_t outer, int64_t D
 void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& output,
                              int64_t outer, int64_t D, int64_t inner, bool log);
 }  // namespace cpu
+
+namespace cuda {
+// The same kernels on a CUDA device (tensor/native/CudaNn.cpp, kernels in
+// tensor/cuda/Softmax.cu), queued on its current stream.
+void softmax_kernel(const Tensor& out, const Tensor& x, int64_t outer, int64_t D, int64_t inner,
+                    bool log);
+void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& output,
+                             int64_t outer, int64_t D, int64_t inner, bool log);
+}  // namespace cuda
 }  // namespace loom

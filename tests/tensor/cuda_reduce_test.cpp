@@ -209,11 +209,23 @@ TEST_F(CudaReduce, MixedDevicesAndUnconvertedOps) {
   const Tensor g = ones({2, 3}, kGpu);
   // Reductions take one tensor; a CPU/CUDA mix shows up in the ops around them.
   EXPECT_LOOM_ERROR(native::sum(g, {0}, false) + ones({3}), "same device", "cuda:0", "cpu");
-  // var/std and the max/min backward have no CUDA kernel yet.
-  EXPECT_LOOM_ERROR(native::var(g, {}, 1, false), "var", "not implemented for CUDA yet",
-                    "cuda:0");
-  EXPECT_LOOM_ERROR(native::select_along_dim_backward(g.select(1, 0), zeros({2}, TensorOptions(kInt64).device(kGpu)), {2, 3}, 1, false),
-                    "not implemented for CUDA yet");
+}
+
+TEST_F(CudaReduce, VarAndStd) {
+  // (The max/min backward is in cuda_index_test.)
+  for (DType dtype : {kFloat32, kFloat64})
+    for (bool take_sqrt : {false, true})
+      for (int64_t correction : {0, 1}) {
+        const Tensor x = testing_cuda::sample(dtype, {4, 5, 6}, 3);
+        for (const IntList& dims : {IntList{}, IntList{0}, IntList{1}, IntList{0, 2}})
+          for (bool keepdim : {false, true})
+            EXPECT_TRUE(Parity(native::var(x.to(kGpu), dims, correction, keepdim, take_sqrt),
+                               native::var(x, dims, correction, keepdim, take_sqrt)));
+        EXPECT_TRUE(Parity(native::var(x.to(kGpu).transpose(0, 2), {1}, correction, false, take_sqrt),
+                           native::var(x.transpose(0, 2), {1}, correction, false, take_sqrt)));
+      }
+  const Tensor e = empty({0, 3}, kGpu);
+  EXPECT_TRUE(Parity(native::var(e, {0}, 1, false), native::var(e.cpu(), {0}, 1, false)));
 }
 
 }  // namespace
