@@ -106,10 +106,12 @@ Stream current_stream(Device device);
 class Event {
  public:
   Event() = default;
-  // True when the work the event waits for has run (successfully or not).
+  // True when the work the event waits for has run (successfully or not);
+  // for a CUDA event, when the GPU has passed it.  Throws loom::Error on a
+  // CUDA error.
   bool query() const;
   // Blocks until query() is true; rethrows (as loom::Error naming the stream)
-  // the error of the work it waited for, if any.
+  // the error of the work it waited for, if any, and CUDA errors.
   void synchronize() const;
   // Milliseconds from this event's completion to `later`'s.  Both must be
   // complete (synchronize first) and recorded; throws loom::Error otherwise.
@@ -171,7 +173,8 @@ class Stream {
   // Blocks until all submitted work has run; rethrows the first unreported
   // error of this stream (loom::Error naming the stream) and clears it.
   void synchronize() const;
-  // True when all work submitted so far has run.
+  // True when all work submitted so far has run (on CUDA: been launched and
+  // finished on the GPU).  Throws loom::Error on a CUDA error.
   bool query() const;
 
   bool operator==(const Stream& other) const { return impl_ == other.impl_; }
