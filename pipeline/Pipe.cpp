@@ -9,6 +9,8 @@
 #include "autograd/GradMode.h"
 #include "autograd/functions/Functions.h"
 #include "nn/modules/BatchNorm.h"
+#include "tensor/CudaMemory.h"
+#include "tensor/CudaRuntime.h"
 #include "tensor/Error.h"
 #include "tensor/Stream.h"
 
@@ -74,8 +76,7 @@ PipeImpl::PipeImpl(nn::Sequential sequential, PipeOptions options)
   LOOM_CHECK(layers > 0, "Pipe: the Sequential has no layers");
   LOOM_CHECK(n_stages > 0, "Pipe: expected at least one device in PipeOptions::devices, got none");
   for (const Device& d : devices)
-    LOOM_CHECK(d.is_cpu(), "Pipe: stage device ", d, " is not supported: CUDA streams are not "
-               "implemented yet; use CPU logical devices (cpu:0, cpu:1, ...)");
+    if (d.is_cuda()) cuda::check_device(d.index, "Pipe");
   LOOM_CHECK(n_stages <= layers, "Pipe: more devices (", n_stages, ": ", list_str(devices),
              ") than layers (", layers, "); every stage needs at least one layer");
   if (options_.balance_.empty()) {
@@ -163,7 +164,14 @@ void PipeImpl::submit_micro_batch(Run& run, size_t i, const LossFn* loss_fn) con
       // The hand-over: on the consumer's copy stream, after the producer.
       Stream copy = Stream::copy_stream(device);
       copy.wait_event(previous);
-      copy.submit([&run, s, i, device] { run.handed[s][i] = run.outputs[s - 1][i].to(device); });
+      copy.submit([&run, s, i, device, compute] {
+        Tensor handed = run.outputs[s - 1][i].to(device);
+        // CUDA: the copy's memory comes from the copy stream's pool and is
+        // read on the compute stream; keep it from reuse until that is done.
+        if (device.is_cuda() && handed.storage().data() != nullptr)
+          cuda::record_stream(handed.storage(), compute.native_handle());
+        run.handed[s][i] = handed;
+      });
       compute.wait_event(copy.record());
     }
     const bool last = s + 1 == n_stages;

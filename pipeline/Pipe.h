@@ -51,8 +51,16 @@
 // BatchNorm running statistics equal the un-checkpointed pipe's; dropout
 // draws the same masks in the forward and the recomputation.
 //
-// Devices: CPU logical devices (cpu:0, cpu:1, ...).  CUDA devices throw until
-// CUDA streams exist (tensor/Stream.h).
+// Devices: CPU logical devices (cpu:0, cpu:1, ...) and CUDA devices (cuda:0,
+// cuda:1, ...; one GPU may appear twice), mixed as you like.  On a CUDA
+// device the same streams are CUDA streams (tensor/Stream.h): each stage's
+// closure runs on its stream's launcher thread and only queues kernels, so
+// the stages' launchers and the GPUs run concurrently; the hand-over copy
+// goes on the consumer's copy stream, ordered by CUDA events (and its memory
+// is recorded on the consumer's compute stream).  Stages on the same GPU
+// share its default stream, so there they run one after the other (the
+// pipeline still works, as in the model-parallel tutorial on one GPU).  An
+// unusable CUDA device (no GPU, bad index, built without CUDA) throws.
 //
 // Errors (loom::Error): no devices, balance of another length than devices,
 // a balance entry < 1, a balance not summing to the number of layers, more

@@ -7,6 +7,7 @@
 
 #include "tensor/Error.h"
 #include "tensor/cuda/Copy.h"
+#include "tensor/cuda/StreamEvent.h"
 #include "tensor/cuda/VectorAdd.h"
 
 namespace loom {
@@ -28,7 +29,7 @@ void check_device(int device, const char* who) {
              ")");
 }
 
-uint64_t current_stream_handle(int) { return 0; }
+// current_stream_handle lives with the streams, in tensor/Stream.cpp.
 
 DeviceGuard::DeviceGuard(int device) {
   check_device(device, "cuda::DeviceGuard");
@@ -83,6 +84,18 @@ void strided_fill(void*, const int64_t*, const int64_t*, int, size_t, const void
                   uint64_t) {
   LOOM_FAIL("cuda::strided_fill: ", kNoCuda);
 }
+
+void stream_priority_range(int, int*, int*) { LOOM_FAIL("cuda::stream_priority_range: ", kNoCuda); }
+uint64_t stream_create(int, int) { LOOM_FAIL("cuda::stream_create: ", kNoCuda); }
+bool stream_query(int, uint64_t) { LOOM_FAIL("cuda::stream_query: ", kNoCuda); }
+void stream_wait_event(int, uint64_t, void*) { LOOM_FAIL("cuda::stream_wait_event: ", kNoCuda); }
+void* event_create(int, bool) { LOOM_FAIL("cuda::event_create: ", kNoCuda); }
+void event_destroy(void*) noexcept {}
+void event_record(void*, int, uint64_t) { LOOM_FAIL("cuda::event_record: ", kNoCuda); }
+bool event_query(void*) { LOOM_FAIL("cuda::event_query: ", kNoCuda); }
+void event_synchronize(void*) { LOOM_FAIL("cuda::event_synchronize: ", kNoCuda); }
+double event_elapsed_ms(void*, void*) { LOOM_FAIL("cuda::event_elapsed_ms: ", kNoCuda); }
+void sleep_cycles(int64_t, int, uint64_t) { LOOM_FAIL("cuda::sleep_cycles: ", kNoCuda); }
 
 #endif  // LOOM_WITH_CUDA
 

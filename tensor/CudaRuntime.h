@@ -68,8 +68,11 @@ void synchronize(int device = -1);
 
 // The stream this thread queues CUDA work for `device` on, as an opaque
 // handle: a cudaStream_t cast to an integer, 0 for the legacy default stream.
-// Copies and the caching allocator use it.  Until CUDA streams join loom's
-// Stream API (tensor/Stream.h) it is always 0.  Never throws.
+// It is current_stream(cuda:device).native_handle() (tensor/Stream.h): the
+// innermost StreamGuard's stream for that device, else the stream whose
+// closure this thread is running, else 0 (the default stream).  Every kernel
+// launcher, copy and the caching allocator use it.  Defined in
+// tensor/Stream.cpp; never throws (0 for a negative index).
 uint64_t current_stream_handle(int device);
 
 // Makes `device` current on this thread for the guard's lifetime, then

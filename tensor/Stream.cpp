@@ -13,8 +13,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include "tensor/CudaRuntime.h"
 #include "tensor/Error.h"
 #include "tensor/Parallel.h"
+#include "tensor/cuda/Copy.h"
+#include "tensor/cuda/StreamEvent.h"
 
 namespace loom {
 namespace detail {
@@ -23,7 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 struct StreamQueue;
 
-// What an Event points at: set once by the record marker on the worker.
+// What an Event points at: set once by the record marker on the worker (or
+// at once, for an idle CUDA stream).  For a CUDA stream `done` means the
+// cudaEvent has been recorded (the host part); the GPU part is cuda_event.
 struct EventState {
   std::mutex mutex;
   std::condition_variable cv;
@@ -32,6 +37,13 @@ struct EventState {
   std::exception_ptr error;        // the stream's unreported error at the marker
   std::string stream_name;
   std::weak_ptr<StreamQueue> queue;  // to clear the error once reported
+  // CUDA streams only:
+  bool cuda = false;             // recorded on a CUDA stream
+  bool timing = false;           // cuda_event keeps timestamps
+  void* cuda_event = nullptr;    // cudaEvent_t, created at record()
+  bool cuda_recorded = false;    // cudaEventRecord succeeded (set before done)
+
+  ~EventState() { cuda::event_destroy(cuda_event); }
 
   void complete(std::exception_ptr err) {
     {
@@ -59,6 +71,8 @@ struct Work {
 struct StreamQueue {
   Device device;
   std::string name;
+  uint64_t handle = 0;  // cuda: the cudaStream_t (0: legacy default stream)
+  int priority = 0;
   std::mutex mutex;
   std::condition_variable work_cv;
   std::deque<Work> work;
@@ -69,6 +83,8 @@ struct StreamQueue {
   std::weak_ptr<StreamImpl> impl;  // for current_stream() inside closures
 };
 
+void release_cuda_stream(Device device, int priority, uint64_t handle);
+
 struct StreamImpl {
   std::shared_ptr<StreamQueue> queue;
   std::thread thread;
@@ -76,6 +92,13 @@ struct StreamImpl {
   pid_t pid = ::getpid();  // the process whose thread serves it
 
   ~StreamImpl() {
+    struct ReturnHandle {  // after the join below: the worker is done with it
+      StreamImpl* self;
+      ~ReturnHandle() {
+        if (self->owned && self->queue->device.is_cuda() && self->queue->handle != 0)
+          release_cuda_stream(self->queue->device, self->queue->priority, self->queue->handle);
+      }
+    } return_handle{this};
     if (!owned || !thread.joinable()) return;
     if (::getpid() != pid) {
       // A forked child: the worker thread does not exist here.
@@ -130,7 +153,45 @@ std::atomic<int> g_highest_cpu_index{0};
 thread_local std::map<Device, std::shared_ptr<StreamImpl>> t_guarded;
 thread_local std::weak_ptr<StreamImpl> t_worker_impl;
 thread_local Device t_worker_device;
+thread_local uint64_t t_worker_handle = 0;  // the CUDA stream this worker serves
 thread_local bool t_is_worker = false;
+
+// A CUDA call's failure as the error of work on stream `name`.
+std::exception_ptr stream_error(const std::string& name, const char* what) {
+  return std::make_exception_ptr(
+      Error(detail::str("error in work submitted to stream ", name, ": ", what)));
+}
+
+// Records e's CUDA event on q's stream.  Returns the failure, if any.
+std::exception_ptr record_cuda_event(StreamQueue& q, EventState& e) {
+  try {
+    cuda::event_record(e.cuda_event, q.device.index, q.handle);
+    e.cuda_recorded = true;
+    return nullptr;
+  } catch (const std::exception& ex) {
+    return stream_error(q.name, ex.what());
+  }
+}
+
+// Makes q's later work wait for e, whose host part is done: on the GPU for a
+// CUDA stream, on this thread for a CPU one.  Returns a failure (e's own
+// error, or a CUDA error), if any.
+std::exception_ptr wait_done_event(StreamQueue& q, EventState& e) {
+  {
+    std::lock_guard<std::mutex> lock(e.mutex);
+    if (e.error) return e.error;
+  }
+  if (!e.cuda_recorded) return nullptr;  // a CPU event: done is complete
+  try {
+    if (q.device.is_cuda())
+      cuda::stream_wait_event(q.device.index, q.handle, e.cuda_event);
+    else
+      cuda::event_synchronize(e.cuda_event);
+    return nullptr;
+  } catch (const std::exception& ex) {
+    return stream_error(q.name, ex.what());
+  }
+}
 
 void run_closure(StreamQueue& q, Work& w) {
   {
@@ -147,8 +208,10 @@ void run_closure(StreamQueue& q, Work& w) {
     saved.push_back(hs[i].get());
     hs[i].set(w.state[i]);
   }
-  set_thread_num_threads(0);
-  set_thread_num_threads(device_num_threads(q.device));
+  if (q.device.is_cpu()) {
+    set_thread_num_threads(0);
+    set_thread_num_threads(device_num_threads(q.device));
+  }
   std::exception_ptr error;
   try {
     w.fn();
@@ -171,6 +234,15 @@ void worker_loop(std::shared_ptr<StreamQueue> q) {
   t_is_worker = true;
   t_worker_device = q->device;
   t_worker_impl = q->impl;
+  t_worker_handle = q->handle;
+  if (q->device.is_cuda()) {
+    try {
+      cuda::set_device(q->device.index);  // closures' kernels go to this GPU
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(q->mutex);
+      q->error = stream_error(q->name, e.what());
+    }
+  }
   while (true) {
     Work w;
     {
@@ -185,9 +257,12 @@ void worker_loop(std::shared_ptr<StreamQueue> q) {
         run_closure(*q, w);
         break;
       case Work::kRecord: {
+        std::exception_ptr failed;
+        if (w.event->cuda_event != nullptr) failed = record_cuda_event(*q, *w.event);
         std::exception_ptr err;
         {
           std::lock_guard<std::mutex> lock(q->mutex);
+          if (failed && !q->error) q->error = failed;
           err = q->error;
           ++q->completed;  // before the event completes: query() agrees with it
         }
@@ -196,11 +271,7 @@ void worker_loop(std::shared_ptr<StreamQueue> q) {
       }
       case Work::kWait: {
         w.event->wait();
-        std::exception_ptr err;
-        {
-          std::lock_guard<std::mutex> lock(w.event->mutex);
-          err = w.event->error;
-        }
+        const std::exception_ptr err = wait_done_event(*q, *w.event);
         if (err) {
           std::lock_guard<std::mutex> lock(q->mutex);
           if (!q->error) q->error = err;
@@ -214,20 +285,25 @@ void worker_loop(std::shared_ptr<StreamQueue> q) {
   }
 }
 
-void check_device(Device device) {
-  LOOM_CHECK(!device.is_cuda(), "CUDA streams are not implemented yet (issue 5): cannot "
-             "create a stream for ", device, "; use CPU logical devices (cpu:0, cpu:1, ...)");
-  LOOM_CHECK(device.index >= 0, "Stream: expected a device index >= 0, got ", device);
+void check_device(Device device, const char* who) {
+  if (device.is_cuda()) {
+    cuda::check_device(device.index, who);
+    return;
+  }
+  LOOM_CHECK(device.index >= 0, who, ": expected a device index >= 0, got ", device);
   int seen = g_highest_cpu_index.load();
   while (device.index > seen && !g_highest_cpu_index.compare_exchange_weak(seen, device.index)) {
   }
 }
 
-std::shared_ptr<StreamImpl> make_impl(Device device, std::string name, bool owned) {
+std::shared_ptr<StreamImpl> make_impl(Device device, std::string name, bool owned,
+                                      uint64_t handle = 0, int priority = 0) {
   auto impl = std::make_shared<StreamImpl>();
   impl->queue = std::make_shared<StreamQueue>();
   impl->queue->device = device;
   impl->queue->name = std::move(name);
+  impl->queue->handle = handle;
+  impl->queue->priority = priority;
   impl->queue->impl = impl;
   impl->owned = owned;
   impl->thread = std::thread(worker_loop, impl->queue);
@@ -260,15 +336,50 @@ const bool g_atfork_registered = [] {
 }();
 
 std::shared_ptr<StreamImpl> process_stream(Device device, int kind) {
-  check_device(device);
+  check_device(device, kind == 0 ? "Stream::default_stream" : "Stream::copy_stream");
   ProcessStreams& registry = *g_process_streams.load();
   std::lock_guard<std::mutex> lock(registry.mutex);
   auto& slot = registry.streams[{device, kind}];
-  if (!slot)
+  if (!slot) {
+    // CUDA: the compute stream is the legacy default stream (0); the copy
+    // stream is a non-blocking stream of its own, never destroyed.
+    const uint64_t handle =
+        device.is_cuda() && kind == 1 ? cuda::stream_create(device.index, 0) : 0;
     slot = make_impl(device, device.str() + (kind == 0 ? " default stream" : " copy stream"),
-                     false);
+                     false, handle);
+  }
   return slot;
 }
+
+// CUDA streams from create() are pooled per (device, priority), not
+// destroyed: the caching allocator keys its pools by stream id, so an id must
+// never come back as a different stream while blocks of the old one wait.
+std::mutex g_cuda_pool_mutex;
+auto* g_cuda_pool = new std::map<std::pair<Device, int>, std::vector<uint64_t>>();  // leaked
+
+uint64_t acquire_cuda_stream(Device device, int priority) {
+  {
+    std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+    auto& free = (*g_cuda_pool)[{device, priority}];
+    if (!free.empty()) {
+      const uint64_t handle = free.back();
+      free.pop_back();
+      return handle;
+    }
+  }
+  return cuda::stream_create(device.index, priority);
+}
+
+// True when e's marker has been reached (a CUDA event recorded, a CPU event
+// complete).
+bool host_done(EventState& e) {
+  std::lock_guard<std::mutex> lock(e.mutex);
+  return e.done;
+}
+
+// True when q has no closure or marker pending or running.  Caller holds
+// q.mutex.
+bool idle(const StreamQueue& q) { return q.completed == q.submitted; }
 
 void enqueue(StreamQueue& q, Work w) {
   {
@@ -281,17 +392,26 @@ void enqueue(StreamQueue& q, Work w) {
 
 }  // namespace
 
+void detail::release_cuda_stream(Device device, int priority, uint64_t handle) {
+  std::lock_guard<std::mutex> lock(g_cuda_pool_mutex);
+  (*g_cuda_pool)[{device, priority}].push_back(handle);
+}
+
 // ---- Event ----
 
 bool Event::query() const {
   if (!state_) return true;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->done;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->done) return false;
+  }
+  return !state_->cuda_recorded || cuda::event_query(state_->cuda_event);
 }
 
 void Event::synchronize() const {
   if (!state_) return;
   state_->wait();
+  if (state_->cuda_recorded) cuda::event_synchronize(state_->cuda_event);
   std::exception_ptr err;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -308,8 +428,19 @@ void Event::synchronize() const {
 double Event::elapsed_ms(const Event& later) const {
   LOOM_CHECK(state_ && later.state_, "Event::elapsed_ms: both events must have been recorded "
              "on a stream (got a default-constructed event)");
+  LOOM_CHECK(state_->cuda == later.state_->cuda, "Event::elapsed_ms: cannot time an event of ",
+             state_->stream_name, " against one of ", later.state_->stream_name,
+             " (a CUDA event and a CPU event)");
   LOOM_CHECK(query() && later.query(), "Event::elapsed_ms: both events must be complete; "
              "call synchronize() first");
+  if (state_->cuda) {
+    LOOM_CHECK(state_->timing && later.state_->timing, "Event::elapsed_ms: CUDA events must "
+               "be recorded with timing: use record(/*enable_timing=*/true) on ",
+               state_->timing ? later.state_->stream_name : state_->stream_name);
+    LOOM_CHECK(state_->cuda_recorded && later.state_->cuda_recorded, "Event::elapsed_ms: "
+               "an event was never recorded on its CUDA stream (its stream had failed)");
+    return cuda::event_elapsed_ms(state_->cuda_event, later.state_->cuda_event);
+  }
   std::chrono::duration<double, std::milli> d = later.state_->time - state_->time;
   return d.count();
 }
@@ -321,14 +452,38 @@ std::string Event::stream_name() const { return state_ ? state_->stream_name : s
 Stream Stream::default_stream(Device device) { return Stream(process_stream(device, 0)); }
 Stream Stream::copy_stream(Device device) { return Stream(process_stream(device, 1)); }
 
-Stream Stream::create(Device device) {
-  check_device(device);
+Stream Stream::create(Device device) { return create(device, 0); }
+
+Stream Stream::create(Device device, int priority) {
+  check_device(device, "Stream::create");
+  const PriorityRange range = priority_range(device);
+  LOOM_CHECK(priority <= range.least && priority >= range.greatest, "Stream::create: priority ",
+             priority, " is outside the range of ", device, " streams: ", range.least,
+             " (least urgent, the default) to ", range.greatest, " (most urgent)",
+             device.is_cpu() ? "; CPU streams have no priorities" : "");
   static std::atomic<int> counter{0};
-  return Stream(make_impl(device, device.str() + " stream " + std::to_string(++counter), true));
+  std::string name = device.str() + " stream " + std::to_string(++counter);
+  if (priority != 0) name += " (priority " + std::to_string(priority) + ")";
+  const uint64_t handle = device.is_cuda() ? acquire_cuda_stream(device, priority) : 0;
+  return Stream(make_impl(device, std::move(name), true, handle, priority));
+}
+
+Stream::PriorityRange Stream::priority_range(Device device) {
+  check_device(device, "Stream::priority_range");
+  PriorityRange range;
+  if (device.is_cuda()) cuda::stream_priority_range(device.index, &range.least, &range.greatest);
+  return range;
 }
 
 Device Stream::device() const { return impl_->queue->device; }
 std::string Stream::name() const { return impl_->queue->name; }
+int Stream::priority() const { return impl_->queue->priority; }
+
+uint64_t Stream::native_handle() const {
+  LOOM_CHECK(impl_->queue->device.is_cuda(), "Stream::native_handle: ", name(),
+             " is a CPU stream (a worker thread); only CUDA streams have a native handle");
+  return impl_->queue->handle;
+}
 
 void Stream::submit(std::function<void()> fn) const {
   LOOM_CHECK(fn != nullptr, "Stream::submit: the closure for ", name(), " is empty");
@@ -341,17 +496,54 @@ void Stream::submit(std::function<void()> fn) const {
 
 void Stream::wait_event(const Event& event) const {
   if (!event.state_) return;  // a default event is complete
+  StreamQueue& q = *impl_->queue;
+  if (q.device.is_cuda()) {
+    bool now;
+    {
+      std::lock_guard<std::mutex> lock(q.mutex);
+      now = idle(q);
+    }
+    // An idle launcher: wait here, so work queued directly from this thread
+    // afterwards is ordered too.  A worker thread must not block on another
+    // stream's pending marker (that stream may be waiting for it): queue it.
+    if (now && (!t_is_worker || host_done(*event.state_))) {
+      event.state_->wait();  // the host part (recorded, or a CPU event complete)
+      const std::exception_ptr err = wait_done_event(q, *event.state_);
+      if (err) {
+        std::lock_guard<std::mutex> lock(q.mutex);
+        if (!q.error) q.error = err;
+      }
+      return;
+    }
+  }
   Work w;
   w.kind = Work::kWait;
   w.event = event.state_;
   enqueue(*impl_->queue, std::move(w));
 }
 
-Event Stream::record() const {
+Event Stream::record(bool enable_timing) const {
   Event e;
   e.state_ = std::make_shared<EventState>();
   e.state_->stream_name = impl_->queue->name;
   e.state_->queue = impl_->queue;
+  StreamQueue& q = *impl_->queue;
+  if (q.device.is_cuda()) {
+    e.state_->cuda = true;
+    e.state_->timing = enable_timing;
+    e.state_->cuda_event = cuda::event_create(q.device.index, enable_timing);
+    std::unique_lock<std::mutex> lock(q.mutex);
+    if (idle(q)) {
+      // Nothing pending on the launcher: record now, on this thread, so the
+      // event covers exactly what has been queued on the stream so far.
+      const std::exception_ptr failed = record_cuda_event(q, *e.state_);
+      if (failed) std::rethrow_exception(failed);
+      const std::exception_ptr err = q.error;
+      lock.unlock();
+      e.state_->complete(err);
+      return e;
+    }
+  }
   Work w;
   w.kind = Work::kRecord;
   w.event = e.state_;
@@ -362,8 +554,12 @@ Event Stream::record() const {
 void Stream::synchronize() const { record().synchronize(); }
 
 bool Stream::query() const {
-  std::lock_guard<std::mutex> lock(impl_->queue->mutex);
-  return impl_->queue->completed == impl_->queue->submitted;
+  StreamQueue& q = *impl_->queue;
+  {
+    std::lock_guard<std::mutex> lock(q.mutex);
+    if (!idle(q)) return false;
+  }
+  return !q.device.is_cuda() || cuda::stream_query(q.device.index, q.handle);
 }
 
 // ---- current stream ----
@@ -374,6 +570,17 @@ Stream current_stream(Device device) {
   if (t_is_worker && t_worker_device == device)
     if (auto impl = t_worker_impl.lock()) return Stream::from_impl(impl);
   return Stream::default_stream(device);
+}
+
+uint64_t cuda::current_stream_handle(int device) {
+  if (device < 0) return 0;  // never throws
+  const Device d(kCUDA, device);
+  if (!t_guarded.empty()) {
+    auto it = t_guarded.find(d);
+    if (it != t_guarded.end() && it->second) return it->second->queue->handle;
+  }
+  if (t_is_worker && t_worker_device == d) return t_worker_handle;
+  return 0;  // the default stream: the legacy default stream
 }
 
 StreamGuard::StreamGuard(Stream stream) : device_(stream.device()) {

@@ -42,8 +42,45 @@
 // Do not synchronize a stream (or run a Pipe) from inside a closure running
 // on that same stream: it would wait for itself.
 //
-// CUDA: CUDA streams are not implemented yet; constructing any stream for a
-// cuda device throws loom::Error.
+// CUDA devices (cuda:i): a Stream is a cudaStream_t plus the same kind of
+// host worker thread, its launcher.
+//   - default_stream(cuda:i) is the legacy default stream of GPU i (handle
+//     0), as in PyTorch: the stream every kernel, copy and allocation uses
+//     unless a StreamGuard or a closure says otherwise, and the one the
+//     autograd engine's device threads run backward on.  copy_stream(cuda:i)
+//     and create(cuda:i[, priority]) are non-blocking streams (they do not
+//     synchronise with the legacy stream).  Streams from create() go back to
+//     a per-device pool when their last handle goes (CUDA streams are never
+//     destroyed, so a stream id the caching allocator knows always means the
+//     same stream).
+//   - submit(fn) runs fn on the stream's launcher thread with this stream
+//     current (current_stream(cuda:i), cuda::current_stream_handle(i) and
+//     the thread's current CUDA device say so), after every earlier closure
+//     has run.  fn returns once it has *queued* its kernels; the GPU runs
+//     them later, in stream order.  So submit is asynchronous twice over,
+//     and closures on different streams queue work concurrently.  Errors
+//     thrown by fn (including CUDA launch errors) behave as on CPU.
+//   - Work can also be queued directly from any thread under a StreamGuard
+//     (as in PyTorch).  Such kernels follow whatever the stream had already
+//     been given (record/wait_event on an idle launcher act at once, on the
+//     calling thread); they are not ordered after closures still waiting in
+//     the launcher's queue.  Use one style per stream, or synchronize between.
+//   - record() returns an Event over a cudaEvent_t, recorded once the
+//     closures submitted before it have run (at once when none is pending).
+//     It completes when the GPU has passed that point.  record(true) keeps
+//     timestamps for elapsed_ms (GPU time); plain record() does not.
+//   - wait_event(e): GPU-side (cudaStreamWaitEvent) for a CUDA event of any
+//     device, once e has been recorded; for an event of a CPU stream the
+//     wait is on the host: the launcher (or, when the launcher is idle and
+//     the caller is no stream's worker, the calling thread) blocks until e
+//     is complete, so nothing queued afterwards can start before it.  A CPU
+//     stream waiting on a CUDA event blocks its worker until the GPU passes
+//     it (cudaEventSynchronize).
+//   - synchronize()/query() cover the launcher's queue and the GPU work.
+//   - CUDA errors throw loom::Error (from the call, or, inside a closure,
+//     through synchronize as above).
+// Built without CUDA, or without a visible GPU, every constructor of a
+// cuda stream throws loom::Error naming the device and the reason.
 #pragma once
 
 #include <chrono>
@@ -69,13 +106,17 @@ Stream current_stream(Device device);
 class Event {
  public:
   Event() = default;
-  // True when the work the event waits for has run (successfully or not).
+  // True when the work the event waits for has run (successfully or not);
+  // for a CUDA event, when the GPU has passed it.  Throws loom::Error on a
+  // CUDA error.
   bool query() const;
   // Blocks until query() is true; rethrows (as loom::Error naming the stream)
-  // the error of the work it waited for, if any.
+  // the error of the work it waited for, if any, and CUDA errors.
   void synchronize() const;
   // Milliseconds from this event's completion to `later`'s.  Both must be
   // complete (synchronize first) and recorded; throws loom::Error otherwise.
+  // CUDA events: GPU time; both must come from record(true) on CUDA streams
+  // (a CUDA event cannot be timed against a CPU one).
   double elapsed_ms(const Event& later) const;
   // The stream it was recorded on ("" for a default-constructed event).
   std::string stream_name() const;
@@ -93,12 +134,30 @@ class Stream {
   static Stream copy_stream(Device device);
   // A new stream on `device`; its thread ends when the last handle goes.
   static Stream create(Device device);
-  // All three throw loom::Error("CUDA streams are not implemented ...") for a
-  // cuda device.
+  // The same with a priority from priority_range(device) (lower numbers are
+  // more urgent; CPU streams only have priority 0).  Throws loom::Error for
+  // a priority outside the range.
+  static Stream create(Device device, int priority);
+  // All of them throw loom::Error for a cuda device that cannot be used
+  // (built without CUDA, no GPU visible, bad index), naming the device.
+
+  // Stream priorities of `device`: least (the default, 0) to greatest (the
+  // most urgent, numerically lowest, e.g. -5).  {0, 0} for CPU devices.
+  struct PriorityRange {
+    int least = 0;
+    int greatest = 0;
+  };
+  static PriorityRange priority_range(Device device);
 
   Device device() const;
   // "cpu:1 default stream", "cpu copy stream", "cpu:1 stream 3".
   std::string name() const;
+  // The priority it was created with (0 unless create(device, priority)).
+  int priority() const;
+  // A CUDA stream's cudaStream_t as an integer (0: the legacy default
+  // stream), e.g. for cuda::record_stream.  Throws loom::Error for a CPU
+  // stream.
+  uint64_t native_handle() const;
 
   // Runs fn on the stream after all earlier work (unless an earlier closure
   // failed and its error has not been reported yet: then fn is skipped).
@@ -108,11 +167,14 @@ class Stream {
   // event of a failed stream passes its error on to this stream.
   void wait_event(const Event& event) const;
   // An event that completes once all work submitted so far has run.
-  Event record() const;
+  // enable_timing matters on CUDA streams only (CPU events always carry a
+  // time): elapsed_ms needs it there.
+  Event record(bool enable_timing = false) const;
   // Blocks until all submitted work has run; rethrows the first unreported
   // error of this stream (loom::Error naming the stream) and clears it.
   void synchronize() const;
-  // True when all work submitted so far has run.
+  // True when all work submitted so far has run (on CUDA: been launched and
+  // finished on the GPU).  Throws loom::Error on a CUDA error.
   bool query() const;
 
   bool operator==(const Stream& other) const { return impl_ == other.impl_; }
@@ -130,11 +192,15 @@ class Stream {
 
 // The calling thread's current stream for `device`: the innermost active
 // StreamGuard's stream for that device, else (inside a closure running on a
-// stream of that device) that stream, else default_stream(device).
+// stream of that device) that stream, else default_stream(device).  For
+// cuda:i, cuda::current_stream_handle(i) is its native_handle() (and never
+// creates a stream).
 Stream current_stream(Device device);
 
 // Makes `stream` the current stream of its device on this thread for the
-// guard's lifetime.
+// guard's lifetime; guards nest (the destructor restores the previous one).
+// For a CUDA stream, kernels, copies and allocations for that device on this
+// thread go to it (it does not change the current CUDA device).
 class StreamGuard {
  public:
   explicit StreamGuard(Stream stream);

@@ -3,6 +3,9 @@
 #include <cstdint>
 #include <sstream>
 
+#include <set>
+
+#include "tensor/CudaRuntime.h"
 #include "tensor/Error.h"
 
 namespace loom {
@@ -34,6 +37,13 @@ std::vector<Device> parse_devices(const std::string& list, size_t count, const s
 
 std::string device_name(const Device& device) {
   return device.is_cpu() ? "cpu:" + std::to_string(device.index) : device.str();
+}
+
+void synchronize_devices(const std::vector<Device>& devices) {
+  std::set<int> gpus;
+  for (const Device& d : devices)
+    if (d.is_cuda()) gpus.insert(d.index);
+  for (int gpu : gpus) cuda::synchronize(gpu);
 }
 
 std::vector<int64_t> parse_positive_list(const std::string& list, const std::string& flag) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/functions/Shape.h"
+#include "tensor/CudaMemory.h"
 #include "tensor/Stream.h"
 
 namespace loom {
@@ -15,7 +16,6 @@ StreamPipelineResNet50Impl::StreamPipelineResNet50Impl(int64_t split_size, int64
     : PipelineParallelResNet50Impl(split_size, num_classes, device0, device1) {}
 
 Tensor StreamPipelineResNet50Impl::forward(const Tensor& images) {
-  if (!device0().is_cpu() || !device1().is_cpu()) return PipelineParallelResNet50Impl::forward(images);
   const std::vector<Tensor> splits = split_images(images, "StreamPipelineResNet50");
   const size_t n = splits.size();
   const Device dev1 = device1();
@@ -30,9 +30,13 @@ Tensor StreamPipelineResNet50Impl::forward(const Tensor& images) {
     const Tensor micro_batch = splits[i];
     compute0.submit([this, features, micro_batch, i] { (*features)[i] = stage1(micro_batch); });
     copy1.wait_event(compute0.record());
-    copy1.submit([features, moved, dev1, i] {
+    copy1.submit([features, moved, dev1, compute1, i] {
       (*moved)[i] = (*features)[i].to(dev1);
       (*features)[i] = Tensor();
+      // On a GPU the copy's memory comes from copy1's pool but is read on
+      // compute1: keep it from reuse until compute1 is done with it.
+      if (dev1.is_cuda() && (*moved)[i].storage().data() != nullptr)
+        cuda::record_stream((*moved)[i].storage(), compute1.native_handle());
     });
     compute1.wait_event(copy1.record());
     compute1.submit([this, moved, outputs, i] {

@@ -13,7 +13,15 @@
 // worker thread.  It wins little when the copies are small next to the
 // compute (ResNet-50's hand-over is N x 512 x H/8 x W/8 floats); the point is
 // that it is never slower than the plain pipeline.  Results equal the plain
-// pipeline's exactly (the copy is exact).  CUDA devices: as the plain pipeline.
+// pipeline's exactly (the copy is exact).
+//
+// On CUDA devices the three streams are CUDA streams (tensor/Stream.h): each
+// closure runs on its stream's launcher thread and only queues kernels; the
+// copy runs on device1's copy stream, ordered by CUDA events, and its memory
+// is recorded on device1's compute stream (record_stream) so the allocator
+// does not hand it out again while stage 2 may still read it.  With
+// device0 == device1 (one GPU hosting both stages) the two compute streams
+// are the same stream and the copy is a no-op.
 #pragma once
 
 #include <cstdint>

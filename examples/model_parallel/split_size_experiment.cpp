@@ -22,7 +22,9 @@
 // --split-sizes for the plain pipeline (PipelineParallelResNet50) and the
 // stream pipeline (StreamPipelineResNet50).  On CPU logical devices each device
 // gets --threads-per-device intra-op threads, so the default compares one core
-// against two devices of one core each.
+// against two devices of one core each.  On CUDA devices (--devices
+// cuda:0,cuda:1, or cuda:0,cuda:0 for one GPU hosting both stages) every
+// clock read first synchronizes the GPUs, since kernels run asynchronously.
 //
 // Output in --out-dir (default bench/split_size/out in the workspace):
 //   results.csv      mode,split_size,mean_s,std_s,speedup,times_s (every row)
@@ -111,42 +113,55 @@ struct Phases {
   double forward = 0, backward = 0, step = 0;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// The clock, read once the devices have finished their queued work (CUDA
+// kernels run asynchronously: without this a phase would be timed by its
+// launches, and the next phase would pay for its GPU work).
+std::chrono::steady_clock::time_point now(const std::vector<Device>& devices) {
+  examples::synchronize_devices(devices);
+  return std::chrono::steady_clock::now();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start,
+                     const std::vector<Device>& devices) {
+  return std::chrono::duration<double>(now(devices) - start).count();
 }
 
 // The tutorial's train(model); adds the time of each phase to `phases`.
-void train(nn::Module& model, const std::vector<Batch>& batches, Device input_device, Phases& phases) {
+// Inputs go to devices[0].
+void train(nn::Module& model, const std::vector<Batch>& batches,
+           const std::vector<Device>& devices, Phases& phases) {
+  const Device input_device = devices[0];
   model.train(true);
   optim::SGD optimizer(model.parameters(), optim::SGDOptions(0.001));
   for (const Batch& batch : batches) {
-    auto t = std::chrono::steady_clock::now();
+    auto t = now(devices);
     optimizer.zero_grad();
-    phases.step += seconds_since(t);
-    t = std::chrono::steady_clock::now();
+    phases.step += seconds_since(t, devices);
+    t = now(devices);
     Tensor outputs = model.forward(batch.images.to(input_device));
     Tensor labels = batch.labels.to(outputs.device());
     Tensor loss = mse_loss(outputs, labels);
-    phases.forward += seconds_since(t);
-    t = std::chrono::steady_clock::now();
+    phases.forward += seconds_since(t, devices);
+    t = now(devices);
     loss.backward();
-    phases.backward += seconds_since(t);
-    t = std::chrono::steady_clock::now();
+    phases.backward += seconds_since(t, devices);
+    t = now(devices);
     optimizer.step();
-    phases.step += seconds_since(t);
+    phases.step += seconds_since(t, devices);
   }
 }
 
 Row measure(const std::string& mode, int64_t split_size, nn::Module& model,
-            const std::vector<Batch>& batches, Device input_device, const Flags& f) {
+            const std::vector<Batch>& batches, const std::vector<Device>& devices,
+            const Flags& f) {
   Row row{mode, split_size, {}};
   Phases phases;
-  for (int64_t i = 0; i < f.warmup; ++i) train(model, batches, input_device, phases);
+  for (int64_t i = 0; i < f.warmup; ++i) train(model, batches, devices, phases);
   phases = Phases();
   for (int64_t i = 0; i < f.repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    train(model, batches, input_device, phases);
-    row.times.push_back(seconds_since(start));
+    const auto start = now(devices);
+    train(model, batches, devices, phases);
+    row.times.push_back(seconds_since(start, devices));
   }
   for (double t : row.times) row.mean += t / row.times.size();
   for (double t : row.times) row.std += (t - row.mean) * (t - row.mean) / row.times.size();
@@ -174,20 +189,20 @@ void profile_stages(const nn::StateDict& weights, const std::vector<Batch>& batc
     for (const Batch& batch : batches) {
       mp->zero_grad();
       const Tensor images = batch.images.to(devices[0]);
-      auto t = std::chrono::steady_clock::now();
+      auto t = now(devices);
       Tensor features = mp->stage1(images);
-      const double a = seconds_since(t);
+      const double a = seconds_since(t, devices);
       Tensor handed = features.detach().to(devices[1]).requires_grad_();
-      t = std::chrono::steady_clock::now();
+      t = now(devices);
       Tensor loss = mse_loss(mp->stage2(handed), batch.labels.to(devices[1]));
-      const double b = seconds_since(t);
-      t = std::chrono::steady_clock::now();
+      const double b = seconds_since(t, devices);
+      t = now(devices);
       loss.backward();
-      const double c = seconds_since(t);
+      const double c = seconds_since(t, devices);
       const Tensor grad = handed.grad().to(devices[0]);
-      t = std::chrono::steady_clock::now();
+      t = now(devices);
       features.backward(grad);
-      const double d = seconds_since(t);
+      const double d = seconds_since(t, devices);
       if (timed) {
         fwd1 += a;
         fwd2 += b;
@@ -269,7 +284,7 @@ int run(const Flags& f) {
     nn::models::ResNet single = nn::models::resnet50(f.num_classes);
     single->load_state_dict(weights);
     single->to(devices[0]);
-    rows.push_back(measure("single", 0, *single, batches, devices[0], f));
+    rows.push_back(measure("single", 0, *single, batches, devices, f));
   }
   reference = nullptr;
 
@@ -278,13 +293,13 @@ int run(const Flags& f) {
   {
     examples::ModelParallelResNet50 mp(f.num_classes, devices[0], devices[1]);
     mp->load_state_dict(weights);
-    rows.push_back(measure("model_parallel", 0, *mp, batches, devices[0], f));
+    rows.push_back(measure("model_parallel", 0, *mp, batches, devices, f));
   }
   std::map<int64_t, Row> plain, stream;
   {
     examples::PipelineParallelResNet50 pp(f.pipelined_split, f.num_classes, devices[0], devices[1]);
     pp->load_state_dict(weights);
-    rows.push_back(measure("pipelined", f.pipelined_split, *pp, batches, devices[0], f));
+    rows.push_back(measure("pipelined", f.pipelined_split, *pp, batches, devices, f));
     for (int64_t s : splits) {
       if (plain.count(s)) continue;
       if (s == f.pipelined_split) {
@@ -294,7 +309,7 @@ int run(const Flags& f) {
         continue;
       }
       pp->set_split_size(s);
-      plain[s] = measure("pipeline", s, *pp, batches, devices[0], f);
+      plain[s] = measure("pipeline", s, *pp, batches, devices, f);
     }
   }
   {
@@ -303,7 +318,7 @@ int run(const Flags& f) {
     for (int64_t s : splits) {
       if (stream.count(s)) continue;
       sp->set_split_size(s);
-      stream[s] = measure("stream_pipeline", s, *sp, batches, devices[0], f);
+      stream[s] = measure("stream_pipeline", s, *sp, batches, devices, f);
     }
   }
   for (const auto& [s, r] : plain) rows.push_back(r);

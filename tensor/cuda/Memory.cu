@@ -2,7 +2,10 @@
 //
 // Events: cudaEventRecord needs the event and the stream on one device, and a
 // pinned block may be used by streams of any device, so an event is created
-// lazily at record time, on the recorded stream's device.
+// lazily at record time, on the recorded stream's device.  Stream id 0 (the
+// legacy default stream) names no device by itself: for device memory it is
+// the allocator's own device's, for pinned memory the current device's of the
+// thread that frees the block.
 #include "tensor/cuda/Memory.h"
 
 #include <cuda_runtime.h>
@@ -22,9 +25,9 @@ namespace {
 cudaStream_t as_stream(StreamId id) { return reinterpret_cast<cudaStream_t>(id); }
 
 // The device that runs work queued on `stream` (0: the legacy default stream
-// of the current device).
-int stream_device(cudaStream_t stream) {
-  if (stream == nullptr) return current_device();
+// of `legacy_device`, or of the current device when that is < 0).
+int stream_device(cudaStream_t stream, int legacy_device) {
+  if (stream == nullptr) return legacy_device >= 0 ? legacy_device : current_device();
   int device = 0;
   LOOM_CUDA_CHECK(cudaStreamGetDevice(stream, &device));
   return device;
@@ -38,6 +41,7 @@ struct LazyEvent {
 // Event handling shared by both backends.
 class EventBackend : public CachingAllocatorBackend {
  public:
+  explicit EventBackend(int legacy_device) : legacy_device_(legacy_device) {}
   void* create_event() override { return new LazyEvent(); }
   void destroy_event(void* e) override {
     auto* ev = static_cast<LazyEvent*>(e);
@@ -49,7 +53,7 @@ class EventBackend : public CachingAllocatorBackend {
   }
   void record_event(void* e, StreamId stream) override {
     auto* ev = static_cast<LazyEvent*>(e);
-    ev->device = stream_device(as_stream(stream));
+    ev->device = stream_device(as_stream(stream), legacy_device_);
     DeviceGuard guard(ev->device);
     LOOM_CUDA_CHECK(cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming));
     LOOM_CUDA_CHECK(cudaEventRecord(ev->event, as_stream(stream)));
@@ -69,11 +73,14 @@ class EventBackend : public CachingAllocatorBackend {
     auto* ev = static_cast<LazyEvent*>(e);
     if (ev->event != nullptr) LOOM_CUDA_CHECK(cudaEventSynchronize(ev->event));
   }
+
+ private:
+  int legacy_device_;  // whose legacy default stream id 0 means (-1: current)
 };
 
 class DeviceBackend final : public EventBackend {
  public:
-  explicit DeviceBackend(int device) : device_(device) {}
+  explicit DeviceBackend(int device) : EventBackend(device), device_(device) {}
   void* allocate_segment(size_t bytes) override {
     DeviceGuard guard(device_);
     void* p = nullptr;
@@ -106,6 +113,7 @@ class DeviceBackend final : public EventBackend {
 
 class PinnedBackend final : public EventBackend {
  public:
+  PinnedBackend() : EventBackend(-1) {}
   void* allocate_segment(size_t bytes) override {
     void* p = nullptr;
     const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);

@@ -5,7 +5,9 @@
 #include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/Factory.h"
+#include "tensor/Stream.h"
 #include "tensor/cuda/Copy.h"
+#include "tensor/cuda/StreamEvent.h"
 #include "tensor/native/Copy.h"
 
 namespace loom {
@@ -44,31 +46,63 @@ Tensor contiguous_here(const Tensor& src) {
   return out;
 }
 
-// Contiguous bytes from one device to another (at least one CUDA), same dtype.
+// Work queued on stream `waiter` of device `wd` after this call waits for
+// the work queued on stream `producer` of device `pd` so far (one event,
+// destroyed at once: CUDA releases it when it has completed).
+void order_after(int wd, uint64_t waiter, int pd, uint64_t producer) {
+  if (wd == pd && waiter == producer) return;  // one stream: in order already
+  void* event = cuda::event_create(pd, /*timing=*/false);
+  try {
+    cuda::event_record(event, pd, producer);
+    cuda::stream_wait_event(wd, waiter, event);
+  } catch (...) {
+    cuda::event_destroy(event);
+    throw;
+  }
+  cuda::event_destroy(event);
+}
+
+uint64_t copy_stream_of(int device) {
+  return Stream::copy_stream(Device(kCUDA, device)).native_handle();
+}
+
+// Contiguous bytes from one device to another (at least one CUDA), same
+// dtype: the hand-over contract (see CudaCopy.h).
 void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
   if (dst.is_cuda() && src.is_cuda()) {
-    // Two GPUs: the source's pending work must be done before the peer copy,
-    // and the copy is waited for (neither stream orders the other).
     const int from = src.device().index, to = dst.device().index;
-    cuda::stream_synchronize(from, cuda::current_stream_handle(from));
-    const uint64_t stream = cuda::current_stream_handle(to);
-    cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), to, stream);
-    cuda::stream_synchronize(to, stream);
+    const uint64_t producer = cuda::current_stream_handle(from);
+    const uint64_t consumer = cuda::current_stream_handle(to);
+    const uint64_t copy = copy_stream_of(to);
+    order_after(to, copy, from, producer);  // src is written
+    order_after(to, copy, to, consumer);    // dst's block is no longer in use
+    cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), to, copy);
+    order_after(to, consumer, to, copy);    // the consumer reads dst after it
+    if (copy != consumer) cuda::record_stream(src.storage(), copy);
     return;
   }
   const Tensor& gpu = dst.is_cuda() ? dst : src;
   const Tensor& host = dst.is_cuda() ? src : dst;
   const int device = gpu.device().index;
-  const uint64_t stream = cuda::current_stream_handle(device);
-  cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device, stream);
+  const uint64_t current = cuda::current_stream_handle(device);
   if (non_blocking && cuda::from_pinned_allocator(host.storage())) {
-    // Asynchronous: the pinned block must not be reused before the copy has
-    // run.  (Other page-locked memory cannot be tracked: that copy waits.)
-    cuda::DeviceGuard guard(device);  // the event goes on this device's stream
-    cuda::record_stream(host.storage(), stream);
+    // Asynchronous, on the device's copy stream, ordered against the current
+    // stream both ways.  The pinned block (and the device block, for
+    // device-to-host) must not be reused before the copy has run.
+    const uint64_t copy = copy_stream_of(device);
+    order_after(device, copy, device, current);
+    cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device, copy);
+    order_after(device, current, device, copy);
+    if (copy != current) {
+      cuda::record_stream(host.storage(), copy);
+      if (src.is_cuda()) cuda::record_stream(src.storage(), copy);
+    }
     return;
   }
-  cuda::stream_synchronize(device, stream);
+  // Blocking (or pageable host memory, which CUDA cannot copy behind the
+  // host's back anyway): on the current stream, waited for.
+  cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device, current);
+  cuda::stream_synchronize(device, current);
 }
 
 }  // namespace

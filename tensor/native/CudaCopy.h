@@ -7,13 +7,27 @@
 //     device-to-device memcpy when both are contiguous) on the device's
 //     current stream; returns without waiting, as later work on that stream
 //     is ordered after it.
-//   - Across devices, same dtype: the source is made contiguous on its own
-//     device, its bytes move with cudaMemcpyAsync on the CUDA device's
-//     current stream, and a non-contiguous destination is filled from a
-//     contiguous buffer on its own device.  The copy is waited for unless
-//     non_blocking is set and the host side is memory from loom's pinned
-//     allocator (cuda::pinned_empty; then the block is recorded on the
-//     stream, so the allocator does not reuse it before the copy has run).  CUDA-to-CUDA across two GPUs always waits.
+//   - Across devices, same dtype (the hand-over contract, issue 6): the
+//     source is made contiguous on its own device (current stream), and its
+//     bytes move with cudaMemcpyAsync; a non-contiguous destination is filled
+//     from a contiguous buffer on its own device.
+//       CUDA to CUDA (cuda:i -> cuda:j): the copy runs on cuda:j's copy
+//       stream after an event recorded on cuda:i's current stream (the
+//       producer) and one on cuda:j's current stream (the consumer, which
+//       allocated dst: its earlier work on that block must be done), and
+//       cuda:j's current stream waits on the copy's event.  src's block is
+//       recorded on the copy stream (record_stream), so freeing src at once
+//       is safe.  The host never waits.
+//       Host and CUDA with non_blocking and host memory from loom's pinned
+//       allocator (cuda::pinned_empty): the same on the CUDA device's copy
+//       stream, ordered after and before its current stream; the pinned block
+//       (and a device source) is recorded on the copy stream.  The host does
+//       not wait: synchronize the current stream before reading a host
+//       destination.
+//       Otherwise (blocking, or pageable host memory): on the CUDA device's
+//       current stream, and waited for.
+//     "Current" means the calling thread's (tensor/Stream.h: a StreamGuard,
+//     or the stream whose closure is running).
 //   - Different dtypes: converted on the GPU by one elementwise kernel
 //     (tensor/cuda/Convert.cu, any layouts): on the same device directly;
 //     across devices the bytes move first in the source dtype to the

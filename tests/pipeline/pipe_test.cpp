@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tensor/CudaRuntime.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -504,8 +505,10 @@ TEST(Pipe, BadOptionsAreClearErrors) {
   EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).split_size(-2)),
                     "split_size must be >= 1, got -2");
   EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({kCpu0}).split_size(2).chunks(2)), "not both");
-  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({Device("cuda:0")})), "cuda:0",
-                    "CUDA streams are not implemented");
+  // A GPU that cannot be used (none visible, built without CUDA, or an index
+  // past the last one) is named.
+  EXPECT_LOOM_ERROR(Pipe(net(), PipeOptions({Device(kCUDA, cuda::device_count())})), "Pipe",
+                    "CUDA device");
   EXPECT_LOOM_ERROR(Pipe(nn::Sequential(), PipeOptions({kCpu0})), "no layers");
 
   Pipe pipe(net(), PipeOptions({kCpu0, kCpu1}));

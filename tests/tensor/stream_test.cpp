@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "tensor/CudaRuntime.h"
 #include "tests/TestUtil.h"
 
 // The death tests fork after stream workers exist.  glibc keeps each thread's
@@ -156,12 +157,46 @@ TEST(Stream, ErrorPassesThroughWaitEventToTheWaitingStream) {
   b.synchronize();
 }
 
-TEST(Stream, EmptyClosureAndCudaStreamsAreErrors) {
+TEST(Stream, EmptyClosureIsAnError) {
   EXPECT_LOOM_ERROR(Stream::create(kCpu1).submit(nullptr), "empty");
-  EXPECT_LOOM_ERROR(Stream::create(Device("cuda:0")), "CUDA streams are not implemented",
-                    "cuda:0");
-  EXPECT_LOOM_ERROR(Stream::default_stream(Device("cuda:0")),
-                    "CUDA streams are not implemented");
+}
+
+// Where no GPU can be used (CPU-only build, or no device visible), every CUDA
+// stream entry point says which and why; with a GPU, a bad index does.
+TEST(Stream, UnusableCudaDevicesAreErrorsNamingTheDevice) {
+  const std::string why = !cuda::built_with_cuda() ? "loom was built without CUDA"
+                          : !cuda::is_available()   ? "no CUDA device is visible"
+                                                    : "invalid CUDA device index";
+  const Device bad(kCUDA, cuda::is_available() ? cuda::device_count() : 0);
+  const std::string index = "CUDA device " + std::to_string(bad.index);
+  const std::string named = cuda::is_available() ? "invalid CUDA device index" : index;
+  EXPECT_LOOM_ERROR(Stream::create(bad), "Stream::create", named, why);
+  EXPECT_LOOM_ERROR(Stream::create(bad, -1), "Stream::create", why);
+  EXPECT_LOOM_ERROR(Stream::default_stream(bad), "Stream::default_stream", why);
+  EXPECT_LOOM_ERROR(Stream::copy_stream(bad), "Stream::copy_stream", why);
+  EXPECT_LOOM_ERROR(Stream::priority_range(bad), "Stream::priority_range", why);
+  EXPECT_LOOM_ERROR(current_stream(bad), "Stream::default_stream", why);
+  // The handle lookup never throws: the default (legacy) stream.
+  EXPECT_EQ(cuda::current_stream_handle(bad.index), 0u);
+  EXPECT_EQ(cuda::current_stream_handle(-1), 0u);
+}
+
+TEST(Stream, CpuStreamsHaveOnlyPriorityZeroAndNoNativeHandle) {
+  const Stream::PriorityRange range = Stream::priority_range(kCpu1);
+  EXPECT_EQ(range.least, 0);
+  EXPECT_EQ(range.greatest, 0);
+  Stream s = Stream::create(kCpu1, 0);
+  EXPECT_EQ(s.priority(), 0);
+  EXPECT_LOOM_ERROR(Stream::create(kCpu1, -1), "Stream::create", "priority -1",
+                    "CPU streams have no priorities");
+  EXPECT_LOOM_ERROR(Stream::create(kCpu1, 2), "priority 2", "cpu:1");
+  EXPECT_LOOM_ERROR(s.native_handle(), "Stream::native_handle", "CPU stream", s.name());
+  // record(true) on a CPU stream is record(): CPU events always carry a time.
+  Event a = s.record(true);
+  s.submit([] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+  Event b = s.record();
+  b.synchronize();
+  EXPECT_GE(a.elapsed_ms(b), 4.0);
 }
 
 TEST(Stream, GradModeIsCarriedAndForwardOnCpu1RecordsHistory) {
