@@ -20,6 +20,7 @@
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Pooling.h"
+#include "tensor/cuda/PoolingIndex.h"
 
 namespace loom {
 namespace cuda {
@@ -133,14 +134,11 @@ __global__ void avg_pool_backward(cpu::PoolGeometry g, bool count_include_pad,
   LOOM_GRID_STRIDE(j, g.planes * H * W) {
     const int64_t w = j % W, h = (j / W) % H, p = j / (W * H);
     const T* go = grad_out + p * OH * OW;
-    const int64_t hp = h + g.pad_h, wp = w + g.pad_w;
-    const int64_t oh0 = hp < g.kernel_h ? 0 : (hp - g.kernel_h) / g.stride_h + 1;
-    const int64_t oh1 = min(hp / g.stride_h, OH - 1);
-    const int64_t ow0 = wp < g.kernel_w ? 0 : (wp - g.kernel_w) / g.stride_w + 1;
-    const int64_t ow1 = min(wp / g.stride_w, OW - 1);
+    const OutputRange rh = avg_pool_outputs_covering(h, g.pad_h, g.kernel_h, g.stride_h, OH);
+    const OutputRange rw = avg_pool_outputs_covering(w, g.pad_w, g.kernel_w, g.stride_w, OW);
     T acc = 0;
-    for (int64_t oh = oh0; oh <= oh1; ++oh)
-      for (int64_t ow = ow0; ow <= ow1; ++ow) {
+    for (int64_t oh = rh.begin; oh < rh.end; ++oh)
+      for (int64_t ow = rw.begin; ow < rw.end; ++ow) {
         const AvgWindow win = avg_window(g, count_include_pad, oh, ow);
         if (win.h0 >= win.h1 || win.w0 >= win.w1) continue;
         if (h < win.h0 || h >= win.h1 || w < win.w0 || w >= win.w1) continue;
@@ -185,13 +183,13 @@ __global__ void adaptive_avg_backward(cpu::PoolGeometry g, const T* __restrict__
   LOOM_GRID_STRIDE(j, g.planes * H * W) {
     const int64_t w = j % W, h = (j / W) % H, p = j / (W * H);
     const T* go = grad_out + p * OH * OW;
-    const int64_t oh0 = (h * OH) / H, oh1 = min(((h + 1) * OH + H - 1) / H, OH);
-    const int64_t ow0 = (w * OW) / W, ow1 = min(((w + 1) * OW + W - 1) / W, OW);
+    const OutputRange rh = adaptive_outputs_covering(h, H, OH);
+    const OutputRange rw = adaptive_outputs_covering(w, W, OW);
     T acc = 0;
-    for (int64_t oh = oh0; oh < oh1; ++oh) {
+    for (int64_t oh = rh.begin; oh < rh.end; ++oh) {
       const int64_t h0 = adaptive_start(oh, H, OH), h1 = adaptive_end(oh, H, OH);
       if (h < h0 || h >= h1) continue;
-      for (int64_t ow = ow0; ow < ow1; ++ow) {
+      for (int64_t ow = rw.begin; ow < rw.end; ++ow) {
         const int64_t w0 = adaptive_start(ow, W, OW), w1 = adaptive_end(ow, W, OW);
         if (w < w0 || w >= w1) continue;
         acc += go[oh * OW + ow] / static_cast<T>((h1 - h0) * (w1 - w0));
