@@ -33,7 +33,7 @@ cpu::ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const
              " and weight ", weight.describe(), " must have the same dtype");
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
              "conv2d: expected float32 or float64 tensors, got ", input.describe());
-  check_cpu_kernel("conv2d", input);
+  check_kernel_device("conv2d", input);
   const IntList stride = pair_arg(stride_arg, "stride");
   const IntList padding = pair_arg(padding_arg, "padding");
   const IntList dilation = pair_arg(dilation_arg, "dilation");
@@ -103,6 +103,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                      TensorOptions(input.dtype()).device(input.device()));
   const Tensor x = contiguous(input), w = contiguous(weight);
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  if (input.is_cuda()) {
+    cuda::conv2d_forward_kernel(g, x, w, b, out);
+    return out;
+  }
   dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::conv2d_forward<T>(g, static_cast<const T*>(x.data_ptr()),
@@ -129,6 +133,12 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
   if (need_weight) grad_weight = empty(weight.sizes(), options);
   if (need_bias) grad_bias = empty({g.out_channels}, options);
   if (!need_input && !need_weight && !need_bias) return;
+  if (input.is_cuda()) {
+    cuda::conv2d_backward_kernel(g, x, w, go, need_input ? grad_input : Tensor(),
+                                 need_weight ? grad_weight : Tensor(),
+                                 need_bias ? grad_bias : Tensor());
+    return;
+  }
   dispatch_floating(input.dtype(), "conv2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };

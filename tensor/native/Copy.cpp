@@ -24,11 +24,6 @@ void check_same_device(const char* op, const Tensor& a, const char* a_name, cons
              b_name, "'); move one with .to(device)");
 }
 
-void check_cpu_kernel(const char* op, const Tensor& t) {
-  LOOM_CHECK(t.is_cpu(), op, " is not implemented for CUDA yet (got ", t.describe(),
-             "); move the tensor to the CPU with .cpu() first");
-}
-
 void check_kernel_device(const char* op, const Tensor& t) {
   if (t.is_cuda()) cuda::check_device(t.device().index, op);
 }

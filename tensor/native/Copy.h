@@ -26,9 +26,6 @@ void fill_(const Tensor& t, Scalar value);
 // arguments and both devices.
 void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
                        const char* b_name);
-// Throws "<op> is not implemented for CUDA yet" unless t is on the CPU: every
-// op with only a CPU kernel calls this before touching t's data.
-void check_cpu_kernel(const char* op, const Tensor& t);
 // For ops with a kernel per backend: throws unless t's device can run one, i.e.
 // t is on the CPU or on a visible CUDA device (the message names the op and
 // the device index, or says loom was built without CUDA).  Called before

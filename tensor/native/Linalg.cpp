@@ -1,6 +1,8 @@
-// Matrix products on top of cpu::gemm.  The only layout work is deciding how
-// a strided 2-D view reaches the GEMM: row-major (unit column stride), as a
-// transpose (unit row stride), or, for anything else, as a contiguous copy.
+// Matrix products on top of cpu::gemm (CPU) or cuBLAS (CUDA,
+// tensor/native/CudaLinalg.cpp).  The only layout work is deciding how a
+// strided 2-D view reaches the GEMM (tensor/native/GemmLayout.h): row-major
+// (unit column stride), as a transpose (unit row stride), or, for anything
+// else, as a contiguous copy.
 #include "tensor/native/Linalg.h"
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include "tensor/ShapeUtil.h"
 #include "tensor/cpu/Gemm.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/GemmLayout.h"
+#include "tensor/native/Reduce.h"
 #include "tensor/native/Views.h"
 
 namespace loom {
@@ -28,19 +32,12 @@ struct GemmOperand {
 // t is (rows, cols) or (batch, rows, cols).
 GemmOperand gemm_operand(const Tensor& t) {
   const int64_t r = t.dim();
-  const int64_t rows = t.sizes()[r - 2], cols = t.sizes()[r - 1];
-  const int64_t s0 = t.strides()[r - 2], s1 = t.strides()[r - 1];
+  const MatrixLayout l = matrix_layout(t.sizes()[r - 2], t.sizes()[r - 1], t.strides()[r - 2],
+                                       t.strides()[r - 1]);
   GemmOperand op;
-  op.holder = t;
-  if ((cols <= 1 || s1 == 1) && (rows <= 1 || s0 >= std::max<int64_t>(cols, 1))) {
-    op.ld = rows <= 1 ? std::max<int64_t>(cols, 1) : s0;
-  } else if ((rows <= 1 || s0 == 1) && (cols <= 1 || s1 >= std::max<int64_t>(rows, 1))) {
-    op.trans = true;
-    op.ld = cols <= 1 ? std::max<int64_t>(rows, 1) : s1;
-  } else {
-    op.holder = contiguous(t);
-    op.ld = std::max<int64_t>(cols, 1);
-  }
+  op.holder = l.copy ? contiguous(t) : t;
+  op.trans = l.trans;
+  op.ld = l.ld;
   if (r == 3) op.batch_stride = op.holder.strides()[0];
   return op;
 }
@@ -62,6 +59,11 @@ void dispatch_gemm(DType dtype, const char* what, Fn&& fn) {
 // out (m, n) = a (m, k) @ b (k, n), plus out itself when accumulate.  a and b
 // are 2-D of out's dtype (any strides); out is contiguous.
 void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  if (out.is_cuda()) {
+    dispatch_gemm(out.dtype(), "gemm", [](auto) {});
+    cuda::gemm_kernel(a, b, out, accumulate);
+    return;
+  }
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   const GemmOperand oa = gemm_operand(a), ob = gemm_operand(b);
   dispatch_gemm(out.dtype(), "gemm", [&](auto tag) {
@@ -87,11 +89,15 @@ void check_pair(const char* op, const Tensor& a, const char* a_name, const Tenso
   LOOM_CHECK(a.dtype() == b.dtype(), op, ": expected ", a_name, " and ", b_name,
              " to have the same dtype, but got ", dtype_name(a.dtype()), " and ",
              dtype_name(b.dtype()));
-  check_cpu_kernel(op, a);
+  check_kernel_device(op, a);
 }
 
 // Sums the rows of a (m, n) matrix into a (n) vector.
 Tensor sum_rows(const Tensor& g2) {
+  if (g2.is_cuda()) {
+    dispatch_gemm(g2.dtype(), "linear", [](auto) {});
+    return to(sum(g2, {0}, false), g2.device(), g2.dtype());
+  }
   const int64_t m = g2.size(0), n = g2.size(1);
   const Tensor g = contiguous(g2);
   Tensor out = empty({n}, TensorOptions(g.dtype()).device(g.device()));
@@ -137,6 +143,10 @@ Tensor bmm(const Tensor& self, const Tensor& other) {
   const int64_t batch = self.size(0), m = self.size(1), k = self.size(2), n = other.size(2);
   Tensor out = empty({batch, m, n}, TensorOptions(self.dtype()).device(self.device()));
   if (out.numel() == 0) return out;
+  if (out.is_cuda()) {
+    gemm_into(self, other, out, false);
+    return out;
+  }
   const GemmOperand oa = gemm_operand(self), ob = gemm_operand(other);
   dispatch_gemm(out.dtype(), "bmm", [&](auto tag) {
     using T = typename decltype(tag)::type;

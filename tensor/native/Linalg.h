@@ -25,4 +25,14 @@ void linear_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      Tensor& grad_weight, Tensor& grad_bias);
 
 }  // namespace native
+
+namespace cuda {
+// The CUDA backend of the products (tensor/native/CudaLinalg.cpp, cuBLAS via
+// tensor/cuda/Gemm.cu): out = a @ b (+ out when accumulate) for a (m, k) and
+// b (k, n), or batched a (B, m, k) and b (B, k, n), of any strides (a batch
+// stride of 0 is used as is); out (m, n) / (B, m, n) contiguous, all of one
+// dtype on one CUDA device.  TF32 per cuda::matmul_allow_tf32().  Queued on
+// the device's current stream.
+void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
+}  // namespace cuda
 }  // namespace loom

@@ -49,7 +49,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
              input.describe());
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
              "batch_norm: expected a float32 or float64 input, got ", input.describe());
-  check_cpu_kernel("batch_norm", input);
+  check_kernel_device("batch_norm", input);
   check_channel_tensor(input, weight, "weight");
   check_channel_tensor(input, bias, "bias");
   check_channel_tensor(input, running_mean, "running_mean");
@@ -70,6 +70,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
   Tensor save_invstd = empty({s.channels}, options);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  if (input.is_cuda()) {
+    cuda::batch_norm_kernel(x, w, b, running_mean, running_var, training, momentum, eps, out,
+                            save_mean, save_invstd);
+    return {out, save_mean, save_invstd};
+  }
   dispatch_floating(input.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* mean = static_cast<T*>(save_mean.data_ptr());
@@ -124,6 +129,13 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
   if (need_weight) grad_weight = empty({s.channels}, options);
   if (need_bias) grad_bias = empty({s.channels}, options);
   if (!need_input && !need_weight && !need_bias) return;
+  if (input.is_cuda()) {
+    cuda::batch_norm_backward_kernel(go, x, w, contiguous(save_mean), contiguous(save_invstd),
+                                     training, need_input ? grad_input : Tensor(),
+                                     need_weight ? grad_weight : Tensor(),
+                                     need_bias ? grad_bias : Tensor());
+    return;
+  }
   dispatch_floating(input.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto out = [](bool need, const Tensor& t) {

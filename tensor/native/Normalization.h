@@ -28,4 +28,21 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                          Tensor& grad_weight, Tensor& grad_bias);
 
 }  // namespace native
+
+namespace cuda {
+// The CUDA backend of batch_norm / batch_norm_backward
+// (tensor/native/CudaNormalization.cpp, kernels in tensor/cuda/BatchNorm.cu),
+// same contract and formulas as the CPU's: x, out, grad_output, grad_input
+// contiguous (N, C, ...); weight, bias, save_mean, save_invstd contiguous (C)
+// or undefined; running_mean/var (C) of any strides, updated in place (and
+// their versions bumped) when training.  Undefined gradients are skipped.
+void batch_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum, double eps, const Tensor& out, const Tensor& save_mean,
+                       const Tensor& save_invstd);
+void batch_norm_backward_kernel(const Tensor& grad_output, const Tensor& x, const Tensor& weight,
+                                const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                                const Tensor& grad_input, const Tensor& grad_weight,
+                                const Tensor& grad_bias);
+}  // namespace cuda
 }  // namespace loom

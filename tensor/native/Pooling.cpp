@@ -37,7 +37,7 @@ void check_input(const char* op, const Tensor& input) {
                input.describe());
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
              ": expected a float32 or float64 input, got ", input.describe());
-  check_cpu_kernel(op, input);
+  check_kernel_device(op, input);
 }
 
 cpu::PoolGeometry pool_geometry(const char* op, const Tensor& input, const IntList& kernel_arg,
@@ -117,6 +117,10 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList 
   Tensor out = empty(shape, TensorOptions(input.dtype()).device(input.device()));
   Tensor indices = empty(shape, TensorOptions(kInt64).device(input.device()));
   const Tensor x = contiguous(input);
+  if (x.is_cuda()) {
+    cuda::max_pool2d_kernel(g, x, out, indices);
+    return {out, indices};
+  }
   dispatch_floating(input.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::max_pool2d_forward<T>(g, ptr<T>(x), ptr<T>(out), ptr<int64_t>(indices));
@@ -138,7 +142,12 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
   g.out_h = grad_output.size(-2);
   g.out_w = grad_output.size(-1);
   const Tensor go = grad_like(grad_output, grad_output.sizes(), "max_pool2d_backward");
+  check_same_device("max_pool2d_backward", grad_output, "grad_output", indices, "indices");
   const Tensor ix = contiguous(indices);
+  if (grad_input.is_cuda()) {
+    cuda::max_pool2d_backward_kernel(g, go, ix, grad_input);
+    return grad_input;
+  }
   dispatch_floating(input.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::max_pool2d_backward<T>(g, ptr<T>(go), ptr<int64_t>(ix), ptr<T>(grad_input));
@@ -152,6 +161,10 @@ Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntL
       pool_geometry("avg_pool2d", input, kernel_size, stride, padding, {1, 1}, ceil_mode);
   Tensor out = empty(pooled_shape(input, g), TensorOptions(input.dtype()).device(input.device()));
   const Tensor x = contiguous(input);
+  if (x.is_cuda()) {
+    cuda::avg_pool2d_kernel(g, count_include_pad, x, out);
+    return out;
+  }
   dispatch_floating(input.dtype(), "avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::avg_pool2d_forward<T>(g, count_include_pad, ptr<T>(x), ptr<T>(out));
@@ -167,6 +180,10 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
   const cpu::PoolGeometry g = pool_geometry("avg_pool2d_backward", input, kernel_size, stride,
                                             padding, {1, 1}, ceil_mode);
   const Tensor go = grad_like(grad_output, pooled_shape(input, g), "avg_pool2d_backward");
+  if (grad_input.is_cuda()) {
+    cuda::avg_pool2d_backward_kernel(g, count_include_pad, go, grad_input);
+    return grad_input;
+  }
   dispatch_floating(input.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::avg_pool2d_backward<T>(g, count_include_pad, ptr<T>(go), ptr<T>(grad_input));
@@ -198,6 +215,10 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntList output_size) {
   Tensor out = empty(pooled_shape(input, g), TensorOptions(input.dtype()).device(input.device()));
   if (out.numel() == 0) return out;
   const Tensor x = contiguous(input);
+  if (x.is_cuda()) {
+    cuda::adaptive_avg_pool2d_kernel(g, x, out);
+    return out;
+  }
   dispatch_floating(input.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::adaptive_avg_pool2d_forward<T>(g, ptr<T>(x), ptr<T>(out));
@@ -215,6 +236,10 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& in
                                                 {grad_output.size(-2), grad_output.size(-1)});
   const Tensor go =
       grad_like(grad_output, pooled_shape(input, g), "adaptive_avg_pool2d_backward");
+  if (grad_input.is_cuda()) {
+    cuda::adaptive_avg_pool2d_backward_kernel(g, go, grad_input);
+    return grad_input;
+  }
   dispatch_floating(input.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     cpu::adaptive_avg_pool2d_backward<T>(g, ptr<T>(go), ptr<T>(grad_input));

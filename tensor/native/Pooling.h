@@ -9,6 +9,10 @@
 #include "tensor/Tensor.h"
 
 namespace loom {
+namespace cpu {
+struct PoolGeometry;
+}  // namespace cpu
+
 namespace native {
 
 // (output, indices); indices (int64) are flat h * W + w within each plane.
@@ -32,4 +36,24 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntList output_size);
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes);
 
 }  // namespace native
+
+namespace cuda {
+// The CUDA backend of the pooling ops (tensor/native/CudaPooling.cpp,
+// kernels in tensor/cuda/Pooling.cu), for contiguous tensors on one CUDA
+// device shaped by g (input/grad_input (planes, H, W), out/grad_output/
+// indices (planes, OH, OW)), with the CPU kernels' semantics.  Backward
+// kernels overwrite grad_input.
+void max_pool2d_kernel(const cpu::PoolGeometry& g, const Tensor& input, const Tensor& out,
+                       const Tensor& indices);
+void max_pool2d_backward_kernel(const cpu::PoolGeometry& g, const Tensor& grad_output,
+                                const Tensor& indices, const Tensor& grad_input);
+void avg_pool2d_kernel(const cpu::PoolGeometry& g, bool count_include_pad, const Tensor& input,
+                       const Tensor& out);
+void avg_pool2d_backward_kernel(const cpu::PoolGeometry& g, bool count_include_pad,
+                                const Tensor& grad_output, const Tensor& grad_input);
+void adaptive_avg_pool2d_kernel(const cpu::PoolGeometry& g, const Tensor& input,
+                                const Tensor& out);
+void adaptive_avg_pool2d_backward_kernel(const cpu::PoolGeometry& g, const Tensor& grad_output,
+                                         const Tensor& grad_input);
+}  // namespace cuda
 }  // namespace loom

@@ -1,0 +1,38 @@
+// CUDA batch-norm launchers on raw pointers, for
+// tensor/native/CudaNormalization.cpp.  Plain C++ declarations; kernels in
+// BatchNorm.cu, stubs that throw without CUDA in CudaNormalization.cpp.
+//
+// Same contract as the CPU kernels (tensor/cpu/Normalization.h): contiguous
+// (N, C, S) input of float32 or float64, per-channel (C) statistics and
+// parameters (weight/bias may be null: 1 and 0).  `scratch` is device memory
+// for per-channel coefficients in double: (2, C) for the forward, (3, C) for
+// the backward.  Queued on `stream` of `device`; returns without waiting.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/DType.h"
+#include "tensor/cpu/Normalization.h"
+
+namespace loom {
+namespace cuda {
+
+// training: batch mean and biased variance per channel -> save_mean,
+// save_invstd = 1 / sqrt(var + eps); when running_mean/var are non-null they
+// become (1 - momentum) * running + momentum * batch (variance unbiased by
+// count / (count - 1)).  Otherwise the running statistics (required) are used
+// and saved.  Then y = (x - mean) * invstd * weight + bias.
+void batch_norm_forward(DType dtype, const cpu::BatchNormShape& s, const void* x,
+                        const void* weight, const void* bias, void* running_mean,
+                        void* running_var, bool training, double momentum, double eps, void* y,
+                        void* save_mean, void* save_invstd, double* scratch, int device,
+                        uint64_t stream);
+
+// Gradients with the statistics of the forward; null outputs are skipped.
+void batch_norm_backward(DType dtype, const cpu::BatchNormShape& s, const void* grad_out,
+                         const void* x, const void* mean, const void* invstd, const void* weight,
+                         bool training, void* grad_input, void* grad_weight, void* grad_bias,
+                         double* scratch, int device, uint64_t stream);
+
+}  // namespace cuda
+}  // namespace loom

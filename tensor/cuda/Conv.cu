@@ -1,0 +1,322 @@
+// 2-D convolution on cuDNN: forward, backward-data, backward-filter and the
+// bias gradient, with the legacy (v7-style) cuDNN API, which covers every
+// case the CPU convolution takes (stride, padding, dilation, groups; float32
+// and float64).
+//
+// Algorithm choice is the expensive part, so it runs once per shape key
+// (ConvAlgoCache.h) and pass: cudnnFind*Algorithm (times every algorithm on
+// the device; it synchronises, once per shape) when cudnn_benchmark is on,
+// otherwise cudnnGet*Algorithm_v7 (heuristics, no GPU work).  Of the ranked
+// results the first that succeeded, that respects the TF32 switch and whose
+// workspace fits in half the free device memory is kept, with its math type
+// and workspace size.  TF32: float32 convolutions get CUDNN_TENSOR_OP_MATH
+// (tensor cores, TF32 allowed) when cudnn_allow_tf32 is on, else
+// CUDNN_FMA_MATH (plain float32 FMA; CUDNN_DEFAULT_MATH would allow TF32 on
+// Ampere and later); float64 ignores the switch.
+//
+// Descriptors are cheap and made per call (RAII, below); handles are one per
+// (device, thread) (HandlePool.h), bound to the caller's stream per call; the
+// workspace comes from the caller (the caching allocator).  The bias is added
+// with cudnnAddTensor and its gradient is cudnnConvolutionBackwardBias.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "tensor/CudaRuntime.h"
+#include "tensor/cuda/Check.h"
+#include "tensor/cuda/Conv.h"
+#include "tensor/cuda/ConvAlgoCache.h"
+#include "tensor/cuda/HandlePool.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+struct CudnnTag {};
+
+cudnnHandle_t cudnn_handle(int device) {
+  // Never destroyed (see HandlePool.h).
+  static auto* pool = new HandlePool<cudnnHandle_t>([](int) {
+    cudnnHandle_t h = nullptr;
+    LOOM_CUDA_CHECK(cudnnCreate(&h));
+    return h;
+  });
+  return thread_handle<CudnnTag>(*pool, device);
+}
+
+// ---- descriptors (RAII) --------------------------------------------------------------
+
+class TensorDesc {
+ public:
+  TensorDesc() { LOOM_CUDA_CHECK(cudnnCreateTensorDescriptor(&d_)); }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d_); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+  // A contiguous (n, c, h, w) tensor.
+  void set(cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w) {
+    LOOM_CUDA_CHECK(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, type, static_cast<int>(n),
+                                               static_cast<int>(c), static_cast<int>(h),
+                                               static_cast<int>(w)));
+  }
+  cudnnTensorDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnTensorDescriptor_t d_ = nullptr;
+};
+
+class FilterDesc {
+ public:
+  FilterDesc() { LOOM_CUDA_CHECK(cudnnCreateFilterDescriptor(&d_)); }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d_); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+  cudnnFilterDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnFilterDescriptor_t d_ = nullptr;
+};
+
+class ConvDesc {
+ public:
+  ConvDesc() { LOOM_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&d_)); }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d_); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+  cudnnConvolutionDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnConvolutionDescriptor_t d_ = nullptr;
+};
+
+// Everything one convolution call describes: x (N, C, H, W), w (O, C/groups,
+// kh, kw), y (N, O, OH, OW), bias (1, O, 1, 1).
+struct ConvDescriptors {
+  TensorDesc x, y, bias;
+  FilterDesc w;
+  ConvDesc conv;
+  cudnnMathType_t base_math = CUDNN_DEFAULT_MATH;  // the math type the TF32 switch asks for
+
+  ConvDescriptors(DType dtype, const cpu::ConvGeometry& g, bool allow_tf32) {
+    const cudnnDataType_t type = dtype == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    x.set(type, g.batch, g.in_channels, g.height, g.width);
+    y.set(type, g.batch, g.out_channels, g.out_h, g.out_w);
+    bias.set(type, 1, g.out_channels, 1, 1);
+    LOOM_CUDA_CHECK(cudnnSetFilter4dDescriptor(
+        w.get(), type, CUDNN_TENSOR_NCHW, static_cast<int>(g.out_channels),
+        static_cast<int>(g.in_channels / g.groups), static_cast<int>(g.kernel_h),
+        static_cast<int>(g.kernel_w)));
+    LOOM_CUDA_CHECK(cudnnSetConvolution2dDescriptor(
+        conv.get(), static_cast<int>(g.pad_h), static_cast<int>(g.pad_w),
+        static_cast<int>(g.stride_h), static_cast<int>(g.stride_w),
+        static_cast<int>(g.dilation_h), static_cast<int>(g.dilation_w),
+        CUDNN_CROSS_CORRELATION, type));
+    LOOM_CUDA_CHECK(cudnnSetConvolutionGroupCount(conv.get(), static_cast<int>(g.groups)));
+    if (dtype == kFloat32) base_math = allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(conv.get(), base_math));
+  }
+};
+
+// ---- algorithm choice ----------------------------------------------------------------
+
+struct AlgoChoice {
+  int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  size_t workspace = 0;
+};
+
+ConvAlgoCache<AlgoChoice>& algo_cache() {
+  static auto* cache = new ConvAlgoCache<AlgoChoice>;  // never destroyed
+  return *cache;
+}
+
+ConvKey key_for(DType dtype, const cpu::ConvGeometry& g, ConvPass pass, const ConvOptions& o) {
+  ConvKeyParams p;
+  p.device = o.device;
+  p.dtype = static_cast<int64_t>(dtype);
+  p.pass = pass;
+  p.batch = g.batch;
+  p.in_channels = g.in_channels;
+  p.height = g.height;
+  p.width = g.width;
+  p.out_channels = g.out_channels;
+  p.kernel_h = g.kernel_h;
+  p.kernel_w = g.kernel_w;
+  p.stride_h = g.stride_h;
+  p.stride_w = g.stride_w;
+  p.pad_h = g.pad_h;
+  p.pad_w = g.pad_w;
+  p.dilation_h = g.dilation_h;
+  p.dilation_w = g.dilation_w;
+  p.groups = g.groups;
+  p.allow_tf32 = o.allow_tf32;
+  p.benchmark = o.benchmark;
+  return make_conv_key(p);
+}
+
+// The first usable result of a ranked perf list (any of the three perf types).
+template <typename Perf>
+AlgoChoice pick(const Perf* perf, int count, const ConvDescriptors& d, const char* pass) {
+  size_t free_bytes = 0, total_bytes = 0;
+  LOOM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const size_t limit = std::max<size_t>(free_bytes / 2, size_t{64} << 20);
+  const bool no_tensor_ops = d.base_math == CUDNN_FMA_MATH;
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (no_tensor_ops && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                          perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
+    if (perf[i].memory > limit) continue;
+    AlgoChoice c;
+    c.algo = static_cast<int>(perf[i].algo);
+    // Without TF32 keep FMA math (DEFAULT would permit TF32 on Ampere+).
+    c.math = no_tensor_ops ? CUDNN_FMA_MATH : perf[i].mathType;
+    return c;
+  }
+  LOOM_FAIL("conv2d: cuDNN found no usable ", pass, " algorithm for this shape (", count,
+            " candidates; each failed, needs TF32 while it is disabled, or needs more than ",
+            limit, " bytes of workspace)");
+}
+
+constexpr int kMaxAlgos = 16;
+
+AlgoChoice forward_algo(cudnnHandle_t h, DType dtype, const cpu::ConvGeometry& g,
+                        const ConvDescriptors& d, const ConvOptions& o) {
+  const ConvKey key = key_for(dtype, g, ConvPass::kForward, o);
+  AlgoChoice c;
+  if (algo_cache().find(key, &c)) return c;
+  cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
+  int count = 0;
+  if (o.benchmark)
+    LOOM_CUDA_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x.get(), d.w.get(), d.conv.get(),
+                                                         d.y.get(), kMaxAlgos, &count, perf));
+  else
+    LOOM_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+        h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), kMaxAlgos, &count, perf));
+  c = pick(perf, count, d, "forward");
+  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+  LOOM_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+      h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
+  return algo_cache().insert(key, c);
+}
+
+AlgoChoice backward_data_algo(cudnnHandle_t h, DType dtype, const cpu::ConvGeometry& g,
+                              const ConvDescriptors& d, const ConvOptions& o) {
+  const ConvKey key = key_for(dtype, g, ConvPass::kBackwardData, o);
+  AlgoChoice c;
+  if (algo_cache().find(key, &c)) return c;
+  cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
+  int count = 0;
+  if (o.benchmark)
+    LOOM_CUDA_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
+        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), kMaxAlgos, &count, perf));
+  else
+    LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), kMaxAlgos, &count, perf));
+  c = pick(perf, count, d, "backward-data");
+  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+  LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+      h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
+  return algo_cache().insert(key, c);
+}
+
+AlgoChoice backward_filter_algo(cudnnHandle_t h, DType dtype, const cpu::ConvGeometry& g,
+                                const ConvDescriptors& d, const ConvOptions& o) {
+  const ConvKey key = key_for(dtype, g, ConvPass::kBackwardFilter, o);
+  AlgoChoice c;
+  if (algo_cache().find(key, &c)) return c;
+  cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
+  int count = 0;
+  if (o.benchmark)
+    LOOM_CUDA_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
+        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), kMaxAlgos, &count, perf));
+  else
+    LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), kMaxAlgos, &count, perf));
+  c = pick(perf, count, d, "backward-filter");
+  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+  LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+      h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
+  return algo_cache().insert(key, c);
+}
+
+// alpha = 1 and beta = 0 / 1 in the data type's precision (cuDNN reads
+// double scaling factors for double data, float otherwise).
+struct Scale {
+  double d_one = 1, d_zero = 0;
+  float f_one = 1, f_zero = 0;
+  bool is_double;
+  explicit Scale(DType dtype) : is_double(dtype == kFloat64) {}
+  const void* one() const { return is_double ? static_cast<const void*>(&d_one) : &f_one; }
+  const void* zero() const { return is_double ? static_cast<const void*>(&d_zero) : &f_zero; }
+};
+
+void* workspace_for(const AlgoChoice& c, const WorkspaceFn& workspace) {
+  return c.workspace > 0 ? workspace(c.workspace) : nullptr;
+}
+
+}  // namespace
+
+void conv2d_forward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+                    const void* weight, const void* bias, void* out, const ConvOptions& o,
+                    const WorkspaceFn& workspace) {
+  DeviceGuard guard(o.device);
+  cudnnHandle_t h = cudnn_handle(o.device);
+  LOOM_CUDA_CHECK(cudnnSetStream(h, reinterpret_cast<cudaStream_t>(o.stream)));
+  ConvDescriptors d(dtype, g, o.allow_tf32);
+  const Scale s(dtype);
+  const AlgoChoice c = forward_algo(h, dtype, g, d, o);
+  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+  void* ws = workspace_for(c, workspace);
+  // out (N, O, OH, OW) = conv(input (N, C, H, W), weight (O, C/groups, kh, kw))
+  LOOM_CUDA_CHECK(cudnnConvolutionForward(h, s.one(), d.x.get(), input, d.w.get(), weight,
+                                          d.conv.get(),
+                                          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
+                                          c.workspace, s.zero(), d.y.get(), out));
+  // out += bias (1, O, 1, 1), broadcast over N, OH, OW
+  if (bias)
+    LOOM_CUDA_CHECK(
+        cudnnAddTensor(h, s.one(), d.bias.get(), bias, s.one(), d.y.get(), out));
+}
+
+void conv2d_backward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+                     const void* weight, const void* grad_out, void* grad_input,
+                     void* grad_weight, void* grad_bias, const ConvOptions& o,
+                     const WorkspaceFn& workspace) {
+  DeviceGuard guard(o.device);
+  cudnnHandle_t h = cudnn_handle(o.device);
+  LOOM_CUDA_CHECK(cudnnSetStream(h, reinterpret_cast<cudaStream_t>(o.stream)));
+  ConvDescriptors d(dtype, g, o.allow_tf32);
+  const Scale s(dtype);
+  if (grad_input) {
+    const AlgoChoice c = backward_data_algo(h, dtype, g, d, o);
+    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+    void* ws = workspace_for(c, workspace);
+    // grad_input (N, C, H, W) from weight (O, C/groups, kh, kw) and grad_out (N, O, OH, OW)
+    LOOM_CUDA_CHECK(cudnnConvolutionBackwardData(
+        h, s.one(), d.w.get(), weight, d.y.get(), grad_out, d.conv.get(),
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, s.zero(),
+        d.x.get(), grad_input));
+  }
+  if (grad_weight) {
+    const AlgoChoice c = backward_filter_algo(h, dtype, g, d, o);
+    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+    void* ws = workspace_for(c, workspace);
+    // grad_weight (O, C/groups, kh, kw) from input (N, C, H, W) and grad_out (N, O, OH, OW)
+    LOOM_CUDA_CHECK(cudnnConvolutionBackwardFilter(
+        h, s.one(), d.x.get(), input, d.y.get(), grad_out, d.conv.get(),
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace, s.zero(),
+        d.w.get(), grad_weight));
+  }
+  // grad_bias (1, O, 1, 1) = grad_out (N, O, OH, OW) summed over N, OH, OW
+  if (grad_bias)
+    LOOM_CUDA_CHECK(cudnnConvolutionBackwardBias(h, s.one(), d.y.get(), grad_out, s.zero(),
+                                                 d.bias.get(), grad_bias));
+}
+
+}  // namespace cuda
+}  // namespace loom

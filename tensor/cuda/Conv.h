@@ -1,0 +1,49 @@
+// cuDNN convolution launchers on raw pointers, for
+// tensor/native/CudaConvolution.cpp.  Plain C++ declarations; the
+// implementation is in Conv.cu, stubs that throw without CUDA in
+// tensor/native/CudaConvolution.cpp.
+//
+// Buffers are contiguous NCHW: input (N, C, H, W), weight (O, C / groups,
+// kh, kw), output (N, O, OH, OW), bias (O), of float32 or float64, with the
+// geometry of cpu::ConvGeometry (every size >= 1, each fitting in int).  Each
+// call queues its work on `stream` of `device` with this thread's cuDNN
+// handle and returns without waiting (except a first benchmarked shape: see
+// Conv.cu).  Throws loom::Error on a cuDNN/CUDA error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "tensor/DType.h"
+#include "tensor/cpu/Convolution.h"
+
+namespace loom {
+namespace cuda {
+
+// Returns a device buffer of at least `bytes` bytes on the device, valid
+// until the launcher returns (the caller allocates it from the caching
+// allocator on the same stream, so freeing it afterwards is stream-ordered).
+using WorkspaceFn = std::function<void*(size_t bytes)>;
+
+// Per-call switches (cuda::cudnn_allow_tf32 / cudnn_benchmark at the call).
+struct ConvOptions {
+  bool allow_tf32 = true;
+  bool benchmark = false;
+  int device = 0;
+  uint64_t stream = 0;
+};
+
+// out = conv(input, weight) (+ bias when non-null).
+void conv2d_forward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+                    const void* weight, const void* bias, void* out, const ConvOptions& o,
+                    const WorkspaceFn& workspace);
+
+// The gradients for grad_out (N, O, OH, OW); a null output is not computed.
+void conv2d_backward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+                     const void* weight, const void* grad_out, void* grad_input,
+                     void* grad_weight, void* grad_bias, const ConvOptions& o,
+                     const WorkspaceFn& workspace);
+
+}  // namespace cuda
+}  // namespace loom

@@ -1,0 +1,39 @@
+// CUDA GEMM launcher on raw pointers, for tensor/native/CudaLinalg.cpp.
+//
+// Arguments are cuBLAS's (column-major); tensor/native/GemmLayout.h maps
+// loom's row-major products onto them.  Plain C++ declarations; the
+// implementation is in Gemm.cu, a stub that throws without CUDA in
+// tensor/native/CudaLinalg.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/DType.h"
+
+namespace loom {
+namespace cuda {
+
+// batch column-major products C_i (m, n) = op(A_i) (m, k) @ op(B_i) (k, n)
+// (+ C_i when accumulate), A_i = a + i * stride_a (a stride may be 0: the
+// same matrix for every i), likewise B_i and C_i.  float32 and float64 run on
+// cuBLAS (float32 on TF32 tensor cores only when allow_tf32); int32 and int64
+// on a plain CUDA kernel (cuBLAS has no integer GEMM of these types).  Sizes
+// and leading dims must fit in int (the caller checks).  Queued on `stream`
+// of `device` with this thread's cuBLAS handle for the device; returns without
+// waiting.  Throws loom::Error on a CUDA/cuBLAS error.
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t lda = 1, stride_a = 0;
+  const void* b = nullptr;
+  int64_t ldb = 1, stride_b = 0;
+  void* c = nullptr;
+  int64_t ldc = 1, stride_c = 0;
+  int64_t batch = 1;
+  bool accumulate = false;
+};
+void gemm(DType dtype, const GemmArgs& args, bool allow_tf32, int device, uint64_t stream);
+
+}  // namespace cuda
+}  // namespace loom

@@ -1,0 +1,36 @@
+// CUDA pooling launchers on raw pointers, for tensor/native/CudaPooling.cpp.
+// Plain C++ declarations; kernels in Pooling.cu, stubs that throw without
+// CUDA in CudaPooling.cpp.
+//
+// Same contract as the CPU kernels (tensor/cpu/Pooling.h): contiguous
+// (planes, H, W) in, (planes, OH, OW) out, float32 or float64; max-pool
+// indices (int64) flat h * W + w within each plane.  Backward kernels
+// overwrite grad_input.  Queued on `stream` of `device`; return without
+// waiting.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/DType.h"
+#include "tensor/cpu/Pooling.h"
+
+namespace loom {
+namespace cuda {
+
+void max_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* input, void* out,
+                        int64_t* indices, int device, uint64_t stream);
+void max_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* grad_out,
+                         const int64_t* indices, void* grad_input, int device, uint64_t stream);
+
+void avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, bool count_include_pad,
+                        const void* input, void* out, int device, uint64_t stream);
+void avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, bool count_include_pad,
+                         const void* grad_out, void* grad_input, int device, uint64_t stream);
+
+void adaptive_avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* input,
+                                 void* out, int device, uint64_t stream);
+void adaptive_avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* grad_out,
+                                  void* grad_input, int device, uint64_t stream);
+
+}  // namespace cuda
+}  // namespace loom

@@ -1,0 +1,139 @@
+// The CUDA backend of conv2d: cuda::conv2d_forward_kernel and
+// conv2d_backward_kernel (declared in Convolution.h).  native::conv2d has
+// already checked the arguments, worked out the geometry and made every
+// operand contiguous NCHW; this checks cuDNN's 32-bit limits, answers the
+// empty cases itself (cuDNN rejects zero-sized descriptors: an empty output,
+// zero input channels, an empty batch), lends the launcher workspace from
+// the caching allocator (uint8 tensors on the device, freed stream-ordered
+// after the call) and passes the TF32 / benchmark switches of CudaFlags.h.
+// Without CUDA the launchers are stubs (bottom of this file) that throw; the
+// native ops never reach them, as check_kernel_device throws first.
+#include <climits>
+#include <vector>
+
+#include "tensor/CudaFlags.h"
+#include "tensor/CudaRuntime.h"
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/cpu/Convolution.h"
+#include "tensor/cuda/Conv.h"
+#include "tensor/native/Convolution.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Reduce.h"
+#include "tensor/native/Views.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+ConvOptions options_for(const Tensor& t) {
+  ConvOptions o;
+  o.allow_tf32 = cudnn_allow_tf32();
+  o.benchmark = cudnn_benchmark();
+  o.device = t.device().index;
+  o.stream = current_stream_handle(o.device);
+  return o;
+}
+
+// cuDNN's legacy API takes int sizes and tensors of fewer than 2^31 elements.
+void check_limits(const cpu::ConvGeometry& g) {
+  const int64_t sizes[] = {g.batch,    g.in_channels, g.height,   g.width,    g.out_channels,
+                           g.kernel_h, g.kernel_w,    g.out_h,    g.out_w,    g.stride_h,
+                           g.stride_w, g.pad_h,       g.pad_w,    g.dilation_h, g.dilation_w};
+  for (int64_t s : sizes)
+    LOOM_CHECK(s <= INT_MAX, "conv2d on CUDA: size ", s, " exceeds cuDNN's 32-bit limit");
+  const int64_t in = g.batch * g.in_channels * g.height * g.width;
+  const int64_t out = g.batch * g.out_channels * g.out_h * g.out_w;
+  LOOM_CHECK(in < INT_MAX && out < INT_MAX, "conv2d on CUDA: input (", g.batch, ", ",
+             g.in_channels, ", ", g.height, ", ", g.width, ") or output (", g.batch, ", ",
+             g.out_channels, ", ", g.out_h, ", ", g.out_w,
+             ") has 2^31 or more elements, more than cuDNN takes; split the batch");
+}
+
+// Lends the launcher workspace; the tensors live as long as this object.
+class Workspaces {
+ public:
+  explicit Workspaces(Device device) : device_(device) {}
+  WorkspaceFn fn() {
+    return [this](size_t bytes) {
+      blocks_.push_back(empty({static_cast<int64_t>(bytes)}, TensorOptions(kUInt8).device(device_)));
+      return blocks_.back().data_ptr();
+    };
+  }
+
+ private:
+  Device device_;
+  std::vector<Tensor> blocks_;  // (bytes) uint8 each
+};
+
+bool empty_problem(const cpu::ConvGeometry& g) {
+  return g.batch == 0 || g.in_channels == 0 || g.height == 0 || g.width == 0 ||
+         g.out_channels == 0 || g.out_h == 0 || g.out_w == 0;
+}
+
+}  // namespace
+
+void conv2d_forward_kernel(const cpu::ConvGeometry& g, const Tensor& input, const Tensor& weight,
+                           const Tensor& bias, const Tensor& out) {
+  if (out.numel() == 0) return;
+  if (empty_problem(g)) {  // no input terms: out = bias (or 0)
+    const Tensor out4 = native::view(out, {g.batch, g.out_channels, g.out_h, g.out_w});
+    if (bias.defined())
+      native::copy_(out4, native::expand(native::view(bias, {1, g.out_channels, 1, 1}),
+                                         {g.batch, g.out_channels, g.out_h, g.out_w}));
+    else
+      native::fill_(out, 0);
+    return;
+  }
+  check_limits(g);
+  Workspaces ws(input.device());
+  conv2d_forward(input.dtype(), g, input.data_ptr(), weight.data_ptr(),
+                 bias.defined() ? bias.data_ptr() : nullptr, out.data_ptr(), options_for(input),
+                 ws.fn());
+}
+
+void conv2d_backward_kernel(const cpu::ConvGeometry& g, const Tensor& input,
+                            const Tensor& weight, const Tensor& grad_output,
+                            const Tensor& grad_input, const Tensor& grad_weight,
+                            const Tensor& grad_bias) {
+  if (empty_problem(g)) {  // every gradient is an empty sum (0), or has no elements
+    if (grad_input.defined() && grad_input.numel() > 0) native::fill_(grad_input, 0);
+    if (grad_weight.defined() && grad_weight.numel() > 0) native::fill_(grad_weight, 0);
+    if (grad_bias.defined() && grad_bias.numel() > 0) {
+      if (grad_output.numel() == 0) {
+        native::fill_(grad_bias, 0);
+      } else {  // grad_output (N, O, OH * OW) summed over N and the pixels
+        const Tensor go3 = native::view(grad_output, {g.batch, g.out_channels, g.out_h * g.out_w});
+        native::copy_(grad_bias, native::sum(go3, {0, 2}, false));
+      }
+    }
+    return;
+  }
+  check_limits(g);
+  Workspaces ws(input.device());
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+  conv2d_backward(input.dtype(), g, input.data_ptr(), weight.data_ptr(), grad_output.data_ptr(),
+                  ptr(grad_input), ptr(grad_weight), ptr(grad_bias), options_for(input),
+                  ws.fn());
+}
+
+#ifndef LOOM_WITH_CUDA
+
+namespace {
+constexpr const char* kNoCuda =
+    "loom was built without CUDA (no toolkit found at build time, or LOOM_DISABLE_CUDA=1)";
+}  // namespace
+
+void conv2d_forward(DType, const cpu::ConvGeometry&, const void*, const void*, const void*,
+                    void*, const ConvOptions&, const WorkspaceFn&) {
+  LOOM_FAIL("cuda::conv2d_forward: ", kNoCuda);
+}
+void conv2d_backward(DType, const cpu::ConvGeometry&, const void*, const void*, const void*,
+                     void*, void*, void*, const ConvOptions&, const WorkspaceFn&) {
+  LOOM_FAIL("cuda::conv2d_backward: ", kNoCuda);
+}
+
+#endif  // LOOM_WITH_CUDA
+
+}  // namespace cuda
+}  // namespace loom

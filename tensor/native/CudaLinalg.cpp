@@ -1,0 +1,97 @@
+// The CUDA backend of the matrix products: cuda::gemm_kernel (declared in
+// Linalg.h).  Each operand's layout is decided by the same rule as on the CPU
+// (GemmLayout.h: row-major or transposed views go in as they are, anything
+// else is copied contiguous once), then mapped onto one column-major
+// cublasGemmStridedBatchedEx call (column_major_gemm: C^T = B^T A^T) on the
+// device's current stream.  Without CUDA the launcher is a stub (bottom of
+// this file) that throws; the native ops never reach it, as
+// check_kernel_device throws first.
+#include <climits>
+
+#include "tensor/CudaFlags.h"
+#include "tensor/CudaRuntime.h"
+#include "tensor/cuda/Gemm.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/GemmLayout.h"
+#include "tensor/native/Linalg.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+// One operand: the tensor whose data the GEMM reads and its layout.
+struct Operand {
+  Tensor holder;
+  native::MatrixLayout layout;
+  int64_t batch_stride = 0;
+};
+
+Operand operand(const Tensor& t) {
+  const int64_t r = t.dim();
+  Operand op;
+  op.holder = t;
+  op.layout = native::matrix_layout(t.size(r - 2), t.size(r - 1), t.stride(r - 2), t.stride(r - 1));
+  if (op.layout.copy) {
+    op.holder = native::contiguous(t);
+    op.layout = native::matrix_layout(t.size(r - 2), t.size(r - 1), op.holder.stride(r - 2),
+                                      op.holder.stride(r - 1));
+  }
+  if (r == 3) op.batch_stride = op.holder.stride(0);
+  return op;
+}
+
+void check_int(int64_t v, const char* what, const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(v >= 0 && v <= INT_MAX, "CUDA gemm: ", what, " = ", v,
+             " exceeds cuBLAS's 32-bit limit for operands ", a.describe(), " and ",
+             b.describe());
+}
+
+}  // namespace
+
+void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const int64_t r = out.dim();
+  const int64_t batch = r == 3 ? out.size(0) : 1;
+  const int64_t m = a.size(r - 2), k = a.size(r - 1), n = b.size(r - 1);
+  if (out.numel() == 0) return;
+  if (k == 0) {  // an empty sum: 0, or out unchanged when accumulating
+    if (!accumulate) native::fill_(out, 0);
+    return;
+  }
+  const Operand oa = operand(a), ob = operand(b);
+  const native::ColumnMajorGemm g = native::column_major_gemm(oa.layout, ob.layout, m, k, n);
+  GemmArgs args;
+  args.trans_a = g.trans_first;
+  args.trans_b = g.trans_second;
+  args.m = g.m;
+  args.n = g.n;
+  args.k = g.k;
+  args.a = ob.holder.data_ptr();  // cuBLAS's first operand is b (C^T = B^T A^T)
+  args.lda = g.ld_first;
+  args.stride_a = ob.batch_stride;
+  args.b = oa.holder.data_ptr();
+  args.ldb = g.ld_second;
+  args.stride_b = oa.batch_stride;
+  args.c = out.data_ptr();
+  args.ldc = g.ldc;
+  args.stride_c = m * n;
+  args.batch = batch;
+  args.accumulate = accumulate;
+  for (const auto& [v, what] : {std::pair<int64_t, const char*>{m, "rows"}, {n, "columns"},
+                                {k, "inner size"}, {args.lda, "leading dim"},
+                                {args.ldb, "leading dim"}, {batch, "batch"}})
+    check_int(v, what, a, b);
+  const int device = out.device().index;
+  gemm(out.dtype(), args, matmul_allow_tf32(), device, current_stream_handle(device));
+}
+
+#ifndef LOOM_WITH_CUDA
+
+void gemm(DType, const GemmArgs&, bool, int, uint64_t) {
+  LOOM_FAIL("cuda::gemm: loom was built without CUDA (no toolkit found at build time, or "
+            "LOOM_DISABLE_CUDA=1)");
+}
+
+#endif  // LOOM_WITH_CUDA
+
+}  // namespace cuda
+}  // namespace loom

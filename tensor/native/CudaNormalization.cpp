@@ -1,0 +1,108 @@
+// The CUDA backend of batch norm: cuda::batch_norm_kernel and
+// batch_norm_backward_kernel (declared in Normalization.h).  native::batch_norm
+// has checked the arguments and made the input and parameters contiguous;
+// this lends the kernels their double scratch (per-channel coefficients, from
+// the caching allocator), runs the running-statistics update on contiguous
+// copies when the running tensors are strided (copying back after), and
+// bumps their versions as the CPU path does.  Without CUDA the launchers are
+// stubs (bottom of this file) that throw; the native ops never reach them, as
+// check_kernel_device throws first.
+#include "tensor/CudaRuntime.h"
+#include "tensor/Factory.h"
+#include "tensor/ShapeUtil.h"
+#include "tensor/cuda/BatchNorm.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Normalization.h"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+cpu::BatchNormShape shape_of(const Tensor& x) {
+  cpu::BatchNormShape s;
+  s.batch = x.size(0);
+  s.channels = x.size(1);
+  s.spatial = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) s.spatial *= x.size(d);
+  return s;
+}
+
+void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+// Per-channel statistics handed back to the backward must sit beside the input.
+void check_stat(const Tensor& x, const Tensor& t, const char* name) {
+  LOOM_CHECK(t.defined() && t.device() == x.device() && t.dtype() == x.dtype() &&
+                 t.numel() == x.size(1),
+             "batch_norm_backward: expected ", name, " of shape [", x.size(1), "] and dtype ",
+             dtype_name(x.dtype()), " on ", x.device().str(), ", got ",
+             t.defined() ? t.describe() : std::string("an undefined tensor"));
+}
+
+}  // namespace
+
+void batch_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum, double eps, const Tensor& out, const Tensor& save_mean,
+                       const Tensor& save_invstd) {
+  const cpu::BatchNormShape s = shape_of(x);
+  const int device = x.device().index;
+  // (2, C): a and shift of y = x * a + shift per channel
+  const Tensor scratch = empty({2, s.channels}, TensorOptions(kFloat64).device(x.device()));
+  const bool update = training && running_mean.defined();
+  Tensor rm, rv;  // (C) contiguous running statistics (maybe copies)
+  if (running_mean.defined()) {
+    rm = native::contiguous(running_mean);
+    rv = native::contiguous(running_var);
+  }
+  batch_norm_forward(x.dtype(), s, x.data_ptr(), ptr(weight), ptr(bias),
+                     update || !training ? ptr(rm) : nullptr,
+                     update || !training ? ptr(rv) : nullptr, training, momentum, eps,
+                     out.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr(),
+                     static_cast<double*>(scratch.data_ptr()), device,
+                     current_stream_handle(device));
+  if (update) {
+    if (!rm.is_same(running_mean)) native::copy_(running_mean, rm);
+    if (!rv.is_same(running_var)) native::copy_(running_var, rv);
+    running_mean.bump_version();
+    running_var.bump_version();
+  }
+}
+
+void batch_norm_backward_kernel(const Tensor& grad_output, const Tensor& x, const Tensor& weight,
+                                const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                                const Tensor& grad_input, const Tensor& grad_weight,
+                                const Tensor& grad_bias) {
+  check_stat(x, save_mean, "save_mean");
+  check_stat(x, save_invstd, "save_invstd");
+  const cpu::BatchNormShape s = shape_of(x);
+  const int device = x.device().index;
+  // (3, C): a, b, k of dx = a * dy + b * x + k per channel
+  const Tensor scratch = empty({3, s.channels}, TensorOptions(kFloat64).device(x.device()));
+  batch_norm_backward(x.dtype(), s, grad_output.data_ptr(), x.data_ptr(), save_mean.data_ptr(),
+                      save_invstd.data_ptr(), ptr(weight), training, ptr(grad_input),
+                      ptr(grad_weight), ptr(grad_bias), static_cast<double*>(scratch.data_ptr()),
+                      device, current_stream_handle(device));
+}
+
+#ifndef LOOM_WITH_CUDA
+
+namespace {
+constexpr const char* kNoCuda =
+    "loom was built without CUDA (no toolkit found at build time, or LOOM_DISABLE_CUDA=1)";
+}  // namespace
+
+void batch_norm_forward(DType, const cpu::BatchNormShape&, const void*, const void*, const void*,
+                        void*, void*, bool, double, double, void*, void*, void*, double*, int,
+                        uint64_t) {
+  LOOM_FAIL("cuda::batch_norm_forward: ", kNoCuda);
+}
+void batch_norm_backward(DType, const cpu::BatchNormShape&, const void*, const void*,
+                         const void*, const void*, const void*, bool, void*, void*, void*,
+                         double*, int, uint64_t) {
+  LOOM_FAIL("cuda::batch_norm_backward: ", kNoCuda);
+}
+
+#endif  // LOOM_WITH_CUDA
+
+}  // namespace cuda
+}  // namespace loom
