@@ -32,6 +32,7 @@
 #include "distributed/gloo/ReduceFunctions.h"
 #include "tensor/CudaMemory.h"
 #include "tensor/Factory.h"
+#include "tensor/Stream.h"
 #include "tensor/native/Copy.h"
 
 namespace loom {
@@ -291,6 +292,10 @@ struct ProcessGroupGloo::Task {
   std::string description;
   bool after_all = false;  // barrier: wait for every earlier collective
   std::vector<std::pair<const char*, const char*>> memory;
+  // CUDA tensors: events recorded on the caller's current stream when the
+  // collective was issued; the worker waits for them before it stages the
+  // tensors through host memory (on its own thread's stream).
+  std::vector<Event> ready;
   std::vector<WorkPtr> after;
   // Runs the collective on ctx within the deadline.
   std::function<void(const std::shared_ptr<::gloo::Context>&, uint32_t tag,
@@ -345,6 +350,7 @@ struct ProcessGroupGloo::Worker {
       const auto deadline = Clock::now() + shared->timeout;
       try {
         shared->check_healthy(task->description);
+        for (const Event& e : task->ready) e.synchronize();
         const bool small = shared->size > 1 && task->payload_bytes > 0 &&
                            task->payload_bytes <= shared->small_bytes;
         if (shared->check && shared->size > 1) {
@@ -647,6 +653,7 @@ using ContextPtr = std::shared_ptr<::gloo::Context>;
 
 void add_memory(ProcessGroupGloo::Task& task, const Tensor& t) {
   if (!t.defined() || t.numel() == 0) return;
+  if (t.is_cuda()) task.ready.push_back(current_stream(t.device()).record());
   const char* p = static_cast<const char*>(t.data_ptr());
   task.memory.emplace_back(p, p + t.nbytes());
 }

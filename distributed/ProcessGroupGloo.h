@@ -46,8 +46,11 @@
 //   reduce_scatter is an all-reduce of the concatenated inputs followed by a
 //   copy of this rank's chunk (Gloo 0.5 has no reduce-scatter for unbound
 //   buffers); it moves about as many bytes as a ring reduce-scatter would.
-// * CUDA tensors (builds with CUDA) are copied to host memory when the
-//   collective is issued, and results copied back when it finishes.
+// * CUDA tensors (builds with CUDA) are staged through pinned host memory:
+//   the worker copies them once an event recorded on the caller's current
+//   stream when the collective was issued has completed (so work queued
+//   before it, on any stream, is seen), and copies results back before the
+//   Work completes.
 // * Point to point.  send/recv bypass the workers: the send is posted at once
 //   (it completes once the receiver has taken the data), a recv is driven by a
 //   helper thread; a small header travels first so that a size or dtype
