@@ -40,13 +40,18 @@ def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
             name = name + "_" + src.replace("/", "_").replace(".", "_"),
             srcs = [src] + headers,
             outs = [obj],
-            cmd = " ".join([NVCC] + NVCC_FLAGS + copts + [
-                "-I.",
-                "-I$(GENDIR)",
-            ] + ["-isystem " + d for d in CUDA_INCLUDE_DIRS] + [
-                "-c $(location %s)" % src,
-                "-o $@",
-            ]),
+            # nvcc names its temporary files after its process id; in
+            # Bazel's PID-namespaced sandboxes two parallel compiles share a
+            # pid and /tmp, and one deletes the other's files.  A private
+            # TMPDIR per compile keeps them apart.
+            cmd = "tmp=$$(mktemp -d) && trap 'rm -rf \"$$tmp\"' EXIT && TMPDIR=$$tmp " +
+                  " ".join([NVCC] + NVCC_FLAGS + copts + [
+                      "-I.",
+                      "-I$(GENDIR)",
+                  ] + ["-isystem " + d for d in CUDA_INCLUDE_DIRS] + [
+                      "-c $(location %s)" % src,
+                      "-o $@",
+                  ]),
             message = "nvcc " + src,
         )
         objs.append(obj)
