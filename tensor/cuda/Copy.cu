@@ -4,6 +4,7 @@
 // gathers (strided -> contiguous), scatters (contiguous -> strided) and
 // broadcasts (stride 0).  Values are moved as unsigned integers of the
 // element's width: a copy never converts, so every dtype is bit-exact.
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Copy.h"
 
 #include <cuda_runtime.h>
@@ -18,7 +19,6 @@ namespace loom {
 namespace cuda {
 namespace {
 
-cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
 
 // Passed by value to the kernels (kernel arguments live in constant memory).
 struct Layout {

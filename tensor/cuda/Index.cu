@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "tensor/CudaRuntime.h"
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Index.h"
 
@@ -26,7 +27,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
 
 int blocks_for(int64_t n) {
   return static_cast<int>(

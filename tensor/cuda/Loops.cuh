@@ -23,6 +23,7 @@
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Elementwise.h"
+#include "tensor/cuda/Launch.cuh"
 
 namespace loom {
 namespace cuda {
@@ -31,7 +32,7 @@ namespace loops {
 constexpr int kVec = 4;
 constexpr int kThreads = 256;
 
-inline cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
+using cuda::as_stream;
 
 // kVec elements of T moved as one aligned access.
 template <typename T>

@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "tensor/CudaRuntime.h"
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Loss.h"
 
@@ -33,11 +34,7 @@ constexpr int kReduceBlocks = 256;  // partial sums per total; 2 totals fit kLos
 static_assert(2 * kReduceBlocks <= kLossScratch, "scratch too small for the partial sums");
 constexpr int64_t kWarpRowLimit = 1024;
 
-cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
 
-int grid_for(int64_t work) {
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(work, 65535)));
-}
 
 __device__ __forceinline__ float exp_of(float v) { return expf(v); }
 __device__ __forceinline__ double exp_of(double v) { return ::exp(v); }

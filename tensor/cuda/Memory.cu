@@ -6,6 +6,7 @@
 // legacy default stream) names no device by itself: for device memory it is
 // the allocator's own device's, for pinned memory the current device's of the
 // thread that frees the block.
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Memory.h"
 
 #include <cuda_runtime.h>
@@ -22,7 +23,6 @@ namespace loom {
 namespace cuda {
 namespace {
 
-cudaStream_t as_stream(StreamId id) { return reinterpret_cast<cudaStream_t>(id); }
 
 // The device that runs work queued on `stream` (0: the legacy default stream
 // of `legacy_device`, or of the current device when that is < 0).

@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "tensor/CudaRuntime.h"
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Optim.h"
 
@@ -27,7 +28,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxListTensors = 48;
 
-cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
 
 // One rounding per operation.
 __device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "tensor/CudaRuntime.h"
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Reduce.h"
 
@@ -34,7 +35,6 @@ constexpr int kColumnsY = kThreads / kColumnsX;
 // Runs up to this long get one warp each instead of one block.
 constexpr int64_t kWarpRunLimit = 1024;
 
-cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
 
 // ---- policies ----------------------------------------------------------------------
 

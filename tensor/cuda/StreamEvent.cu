@@ -4,6 +4,7 @@
 // are created under a DeviceGuard of the device whose stream records them;
 // cudaStreamWaitEvent, cudaEventQuery/Synchronize/ElapsedTime/Destroy accept
 // an event of any device.
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/StreamEvent.h"
 
 #include <cuda_runtime.h>
@@ -15,7 +16,6 @@ namespace loom {
 namespace cuda {
 namespace {
 
-cudaStream_t as_stream(uint64_t id) { return reinterpret_cast<cudaStream_t>(id); }
 cudaEvent_t as_event(void* e) { return static_cast<cudaEvent_t>(e); }
 
 // "Not ready" is an answer, not an error: clears it and says false.
