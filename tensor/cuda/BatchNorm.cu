@@ -20,16 +20,13 @@
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/BatchNorm.h"
 #include "tensor/cuda/Check.h"
+#include "tensor/cuda/Launch.cuh"
 
 namespace loom {
 namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-int blocks_for(int64_t n, int threads = kThreads) {
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 65535)));
-}
 
 // The sum of v over the block (every thread gets it).  `sh` holds kThreads doubles.
 __device__ double block_sum(double v, double* sh) {
@@ -184,13 +181,13 @@ void forward(const cpu::BatchNormShape& s, const void* x, const void* weight, co
         static_cast<T*>(running_var), momentum, static_cast<T*>(save_mean),
         static_cast<T*>(save_invstd), scratch);
   } else {
-    bn_eval_stats<T><<<blocks_for(C), kThreads, 0, stream>>>(
+    bn_eval_stats<T><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
         C, w, b, eps, static_cast<const T*>(running_mean), static_cast<const T*>(running_var),
         static_cast<T*>(save_mean), static_cast<T*>(save_invstd), scratch);
   }
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (total == 0) return;
-  bn_apply<T><<<blocks_for(total), kThreads, 0, stream>>>(
+  bn_apply<T><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
       static_cast<const T*>(x), static_cast<T*>(y), scratch, C, S, total);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
@@ -209,7 +206,7 @@ void backward(const cpu::BatchNormShape& s, const void* grad_out, const void* x,
       static_cast<T*>(grad_bias), scratch);
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (!grad_input || total == 0) return;
-  bn_backward_apply<T><<<blocks_for(total), kThreads, 0, stream>>>(
+  bn_backward_apply<T><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
       static_cast<const T*>(grad_out), static_cast<const T*>(x), static_cast<T*>(grad_input),
       scratch, C, S, total);
   LOOM_CUDA_CHECK(cudaGetLastError());

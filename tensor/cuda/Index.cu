@@ -27,16 +27,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-
-int blocks_for(int64_t n) {
-  return static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)));
-}
-
-#define LOOM_FOR_EACH(i, n)                                                             \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
 // ---- atomics ----------------------------------------------------------------------
 
 __device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
@@ -79,7 +69,7 @@ template <> struct Bits<8> { using type = uint64_t; };
 __global__ void find_bad_kernel(const int64_t* __restrict__ idx, int64_t n, int64_t limit,
                                 bool has_ignore, int64_t ignore,
                                 unsigned long long* __restrict__ first_bad) {
-  LOOM_FOR_EACH(i, n) {
+  LOOM_CUDA_GRID_STRIDE(i, n) {
     const int64_t v = idx[i];
     if ((v < 0 || v >= limit) && !(has_ignore && v == ignore))
       atomicMin(first_bad, static_cast<unsigned long long>(i));
@@ -92,7 +82,7 @@ __global__ void index_select_kernel(const B* __restrict__ self, B* __restrict__ 
                                     const int64_t* __restrict__ idx, int64_t outer, int64_t size,
                                     int64_t n, int64_t inner) {
   const int64_t total = outer * n * inner;
-  LOOM_FOR_EACH(e, total) {
+  LOOM_CUDA_GRID_STRIDE(e, total) {
     const int64_t k = e % inner;
     const int64_t i = (e / inner) % n;
     const int64_t o = e / (inner * n);
@@ -108,7 +98,7 @@ __global__ void index_add_kernel(T* __restrict__ out, const T* __restrict__ sour
                                  const int64_t* __restrict__ idx, int64_t outer, int64_t size,
                                  int64_t n, int64_t inner) {
   const int64_t total = outer * n * inner;
-  LOOM_FOR_EACH(e, total) {
+  LOOM_CUDA_GRID_STRIDE(e, total) {
     const int64_t k = e % inner;
     const int64_t i = (e / inner) % n;
     const int64_t o = e / (inner * n);
@@ -138,7 +128,7 @@ template <typename B>
 __global__ void gather_kernel(B* __restrict__ out, const B* __restrict__ self,
                               const int64_t* __restrict__ idx, IndexLayout l, int64_t numel,
                               int64_t limit) {
-  LOOM_FOR_EACH(e, numel) {
+  LOOM_CUDA_GRID_STRIDE(e, numel) {
     int64_t off_self, unused, v;
     line_offsets(l, e, idx, off_self, unused, v);
     if (v < 0 || v >= limit) continue;
@@ -150,7 +140,7 @@ template <typename T>
 __global__ void scatter_add_kernel(T* __restrict__ out, const T* __restrict__ src,
                                    const int64_t* __restrict__ idx, IndexLayout l, int64_t numel,
                                    int64_t limit) {
-  LOOM_FOR_EACH(e, numel) {
+  LOOM_CUDA_GRID_STRIDE(e, numel) {
     int64_t off_out, off_src, v;
     line_offsets(l, e, idx, off_out, off_src, v);
     if (v < 0 || v >= limit) continue;
@@ -158,7 +148,6 @@ __global__ void scatter_add_kernel(T* __restrict__ out, const T* __restrict__ sr
   }
 }
 
-#undef LOOM_FOR_EACH
 
 // Calls fn(Bits<N>) for element_size N.
 template <typename Fn>
@@ -186,7 +175,7 @@ void find_bad_index(const int64_t* idx, int64_t n, int64_t limit, bool has_ignor
   cudaStream_t s = as_stream(stream);
   LOOM_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xFF, sizeof(uint64_t), s));
   if (n == 0) return;
-  find_bad_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+  find_bad_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(
       idx, n, limit, has_ignore, ignore, reinterpret_cast<unsigned long long*>(first_bad));
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
@@ -199,7 +188,7 @@ void index_select(size_t element_size, const void* self, void* out, const int64_
   DeviceGuard guard(device);
   dispatch_bits(element_size, [&](auto bits) {
     using B = typename decltype(bits)::type;
-    index_select_kernel<B><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+    index_select_kernel<B><<<blocks_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(
         static_cast<const B*>(self), static_cast<B*>(out), idx, outer, size, n, inner);
   });
   LOOM_CUDA_CHECK(cudaGetLastError());
@@ -212,7 +201,7 @@ void index_add(DType dtype, void* out, const void* source, const int64_t* idx, i
   DeviceGuard guard(device);
   dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    index_add_kernel<T><<<blocks_for(total), kThreads, 0, as_stream(stream)>>>(
+    index_add_kernel<T><<<blocks_for(total, kThreads), kThreads, 0, as_stream(stream)>>>(
         static_cast<T*>(out), static_cast<const T*>(source), idx, outer, size, n, inner);
   });
   LOOM_CUDA_CHECK(cudaGetLastError());
@@ -225,7 +214,7 @@ void gather(size_t element_size, void* out, const void* self, const int64_t* idx
   DeviceGuard guard(device);
   dispatch_bits(element_size, [&](auto bits) {
     using B = typename decltype(bits)::type;
-    gather_kernel<B><<<blocks_for(numel), kThreads, 0, as_stream(stream)>>>(
+    gather_kernel<B><<<blocks_for(numel, kThreads), kThreads, 0, as_stream(stream)>>>(
         static_cast<B*>(out), static_cast<const B*>(self), idx, l, numel, l.limit);
   });
   LOOM_CUDA_CHECK(cudaGetLastError());
@@ -238,7 +227,7 @@ void scatter_add(DType dtype, void* out, const void* src, const int64_t* idx,
   DeviceGuard guard(device);
   dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    scatter_add_kernel<T><<<blocks_for(numel), kThreads, 0, as_stream(stream)>>>(
+    scatter_add_kernel<T><<<blocks_for(numel, kThreads), kThreads, 0, as_stream(stream)>>>(
         static_cast<T*>(out), static_cast<const T*>(src), idx, l, numel, l.limit);
   });
   LOOM_CUDA_CHECK(cudaGetLastError());

@@ -321,7 +321,7 @@ void class_loss_forward(DType dtype, bool cross_entropy, const void* x, const in
         cross_entropy_forward<T><<<grid_for((samples + groups - 1) / groups), kThreads, 0, st>>>(
             xp, target, wp, a, group, lp, loss_d, weight_d, logsumexp);
       } else {
-        nll_forward<T><<<grid_for((samples + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+        nll_forward<T><<<blocks_for(samples, kThreads), kThreads, 0, st>>>(
             xp, target, wp, a, lp, loss_d, weight_d);
       }
       LOOM_CUDA_CHECK(cudaGetLastError());
@@ -355,13 +355,13 @@ void class_loss_backward(DType dtype, bool cross_entropy, void* grad_input, cons
         weight_sum<T><<<1, kThreads, 0, st>>>(wp, C, scratch);
         LOOM_CUDA_CHECK(cudaGetLastError());
       }
-      cross_entropy_backward<T><<<grid_for((numel + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+      cross_entropy_backward<T><<<blocks_for(numel, kThreads), kThreads, 0, st>>>(
           gi, g, grad_broadcast, scale, static_cast<const T*>(x), logsumexp, target,
           wp, scratch, a);
     } else {
       const int64_t samples = N * S;
       if (samples == 0) return;
-      nll_backward<T><<<grid_for((samples + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+      nll_backward<T><<<blocks_for(samples, kThreads), kThreads, 0, st>>>(
           gi, g, grad_broadcast, scale, target, wp, a);
     }
     LOOM_CUDA_CHECK(cudaGetLastError());
@@ -378,7 +378,7 @@ void squared_error(DType dtype, const void* x, const void* y, int64_t n, bool pe
     const T* yp = static_cast<const T*>(y);
     if (per_element) {
       if (n == 0) return;
-      squared_error_kernel<T><<<grid_for((n + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+      squared_error_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, st>>>(
           xp, yp, n, static_cast<T*>(out));
     } else {
       squared_error_partials<T><<<kReduceBlocks, kThreads, 0, st>>>(xp, yp, n, scratch);
@@ -398,7 +398,7 @@ void squared_error_backward(DType dtype, void* grad_input, const void* grad, boo
   cudaStream_t st = as_stream(stream);
   dispatch_floating(dtype, "mse_loss_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    squared_error_backward_kernel<T><<<grid_for((n + kThreads - 1) / kThreads), kThreads, 0, st>>>(
+    squared_error_backward_kernel<T><<<blocks_for(n, kThreads), kThreads, 0, st>>>(
         static_cast<T*>(grad_input), static_cast<const T*>(grad), grad_broadcast,
         static_cast<T>(two_scale), static_cast<const T*>(x), static_cast<const T*>(y), n);
     LOOM_CUDA_CHECK(cudaGetLastError());

@@ -19,6 +19,7 @@
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/Check.h"
+#include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Pooling.h"
 #include "tensor/cuda/PoolingIndex.h"
 
@@ -27,15 +28,6 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-int blocks_for(int64_t n) {
-  return static_cast<int>(
-      std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)));
-}
-
-#define LOOM_GRID_STRIDE(i, n)                                                      \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // First index >= lo on the lattice start + k * step (k >= 0).
 __device__ __forceinline__ int64_t first_on_lattice(int64_t start, int64_t step, int64_t lo) {
@@ -50,7 +42,7 @@ template <typename T>
 __global__ void max_pool_forward(cpu::PoolGeometry g, const T* __restrict__ input,
                                  T* __restrict__ out, int64_t* __restrict__ indices) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
-  LOOM_GRID_STRIDE(j, g.planes * OH * OW) {
+  LOOM_CUDA_GRID_STRIDE(j, g.planes * OH * OW) {
     const int64_t ow = j % OW, oh = (j / OW) % OH, p = j / (OW * OH);
     const T* in = input + p * H * W;
     const int64_t hs = oh * g.stride_h - g.pad_h, ws = ow * g.stride_w - g.pad_w;
@@ -78,7 +70,7 @@ template <typename T>
 __global__ void max_pool_backward(cpu::PoolGeometry g, const T* __restrict__ grad_out,
                                   const int64_t* __restrict__ indices, T* grad_input) {
   const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
-  LOOM_GRID_STRIDE(j, g.planes * OHW) {
+  LOOM_CUDA_GRID_STRIDE(j, g.planes * OHW) {
     const int64_t at = indices[j];
     if (at >= 0 && at < HW) atomicAdd(grad_input + (j / OHW) * HW + at, grad_out[j]);
   }
@@ -110,7 +102,7 @@ template <typename T>
 __global__ void avg_pool_forward(cpu::PoolGeometry g, bool count_include_pad,
                                  const T* __restrict__ input, T* __restrict__ out) {
   const int64_t OH = g.out_h, OW = g.out_w;
-  LOOM_GRID_STRIDE(j, g.planes * OH * OW) {
+  LOOM_CUDA_GRID_STRIDE(j, g.planes * OH * OW) {
     const int64_t ow = j % OW, oh = (j / OW) % OH, p = j / (OW * OH);
     const T* in = input + p * g.height * g.width;
     const AvgWindow w = avg_window(g, count_include_pad, oh, ow);
@@ -131,7 +123,7 @@ template <typename T>
 __global__ void avg_pool_backward(cpu::PoolGeometry g, bool count_include_pad,
                                   const T* __restrict__ grad_out, T* __restrict__ grad_input) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
-  LOOM_GRID_STRIDE(j, g.planes * H * W) {
+  LOOM_CUDA_GRID_STRIDE(j, g.planes * H * W) {
     const int64_t w = j % W, h = (j / W) % H, p = j / (W * H);
     const T* go = grad_out + p * OH * OW;
     const OutputRange rh = avg_pool_outputs_covering(h, g.pad_h, g.kernel_h, g.stride_h, OH);
@@ -162,7 +154,7 @@ template <typename T>
 __global__ void adaptive_avg_forward(cpu::PoolGeometry g, const T* __restrict__ input,
                                      T* __restrict__ out) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
-  LOOM_GRID_STRIDE(j, g.planes * OH * OW) {
+  LOOM_CUDA_GRID_STRIDE(j, g.planes * OH * OW) {
     const int64_t ow = j % OW, oh = (j / OW) % OH, p = j / (OW * OH);
     const T* in = input + p * H * W;
     const int64_t h0 = adaptive_start(oh, H, OH), h1 = adaptive_end(oh, H, OH);
@@ -180,7 +172,7 @@ template <typename T>
 __global__ void adaptive_avg_backward(cpu::PoolGeometry g, const T* __restrict__ grad_out,
                                       T* __restrict__ grad_input) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
-  LOOM_GRID_STRIDE(j, g.planes * H * W) {
+  LOOM_CUDA_GRID_STRIDE(j, g.planes * H * W) {
     const int64_t w = j % W, h = (j / W) % H, p = j / (W * H);
     const T* go = grad_out + p * OH * OW;
     const OutputRange rh = adaptive_outputs_covering(h, H, OH);
@@ -199,7 +191,6 @@ __global__ void adaptive_avg_backward(cpu::PoolGeometry g, const T* __restrict__
   }
 }
 
-#undef LOOM_GRID_STRIDE
 
 // Runs fn(TypeTag<T>, stream) on `device` for a floating dtype, then checks the launch.
 template <typename Fn>
@@ -221,7 +212,7 @@ void max_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* inp
   if (n == 0) return;
   launch(dtype, "max_pool2d", device, stream, [&](auto tag, cudaStream_t s) {
     using T = typename decltype(tag)::type;
-    max_pool_forward<T><<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(input),
+    max_pool_forward<T><<<blocks_for(n, kThreads), kThreads, 0, s>>>(g, static_cast<const T*>(input),
                                                             static_cast<T*>(out), indices);
   });
 }
@@ -234,7 +225,7 @@ void max_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* gr
     if (in_count(g) == 0) return;
     LOOM_CUDA_CHECK(cudaMemsetAsync(grad_input, 0, in_count(g) * sizeof(T), s));
     if (n == 0) return;
-    max_pool_backward<T><<<blocks_for(n), kThreads, 0, s>>>(
+    max_pool_backward<T><<<blocks_for(n, kThreads), kThreads, 0, s>>>(
         g, static_cast<const T*>(grad_out), indices, static_cast<T*>(grad_input));
   });
 }
@@ -245,7 +236,7 @@ void avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, bool count_incl
   if (n == 0) return;
   launch(dtype, "avg_pool2d", device, stream, [&](auto tag, cudaStream_t s) {
     using T = typename decltype(tag)::type;
-    avg_pool_forward<T><<<blocks_for(n), kThreads, 0, s>>>(
+    avg_pool_forward<T><<<blocks_for(n, kThreads), kThreads, 0, s>>>(
         g, count_include_pad, static_cast<const T*>(input), static_cast<T*>(out));
   });
 }
@@ -256,7 +247,7 @@ void avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, bool count_inc
   if (n == 0) return;
   launch(dtype, "avg_pool2d_backward", device, stream, [&](auto tag, cudaStream_t s) {
     using T = typename decltype(tag)::type;
-    avg_pool_backward<T><<<blocks_for(n), kThreads, 0, s>>>(
+    avg_pool_backward<T><<<blocks_for(n, kThreads), kThreads, 0, s>>>(
         g, count_include_pad, static_cast<const T*>(grad_out), static_cast<T*>(grad_input));
   });
 }
@@ -267,7 +258,7 @@ void adaptive_avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const 
   if (n == 0) return;
   launch(dtype, "adaptive_avg_pool2d", device, stream, [&](auto tag, cudaStream_t s) {
     using T = typename decltype(tag)::type;
-    adaptive_avg_forward<T><<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(input),
+    adaptive_avg_forward<T><<<blocks_for(n, kThreads), kThreads, 0, s>>>(g, static_cast<const T*>(input),
                                                                 static_cast<T*>(out));
   });
 }
@@ -278,7 +269,7 @@ void adaptive_avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const
   if (n == 0) return;
   launch(dtype, "adaptive_avg_pool2d_backward", device, stream, [&](auto tag, cudaStream_t s) {
     using T = typename decltype(tag)::type;
-    adaptive_avg_backward<T><<<blocks_for(n), kThreads, 0, s>>>(
+    adaptive_avg_backward<T><<<blocks_for(n, kThreads), kThreads, 0, s>>>(
         g, static_cast<const T*>(grad_out), static_cast<T*>(grad_input));
   });
 }
