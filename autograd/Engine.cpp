@@ -16,6 +16,7 @@
 #include "tensor/Parallel.h"
 #include "tensor/Stream.h"
 #include "tensor/ShapeUtil.h"
+#include "tensor/ThreadName.h"
 
 namespace loom {
 namespace autograd {
@@ -246,6 +247,7 @@ void DeviceWorker::loop() {
   // A CPU logical device computes with its share of the cores (the same
   // share its streams use, tensor/Stream.h), so two devices' backward
   // passes do not oversubscribe the machine.
+  set_current_thread_name("loom-bwd-" + device_.str());
   if (device_.is_cpu()) set_thread_num_threads(device_num_threads(device_));
   while (true) {
     NodeTask nt;

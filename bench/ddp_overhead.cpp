@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   int threads = 1;
   double bucket_cap_mb = 25, first_bucket_cap_mb = 1;
   bool broadcast_buffers = true, check_consistency = true;
+  size_t small_message_bytes = dist::ProcessGroupGlooOptions{}.small_message_bytes;
   app.add_option("--model", model_name, "convnet | resnet18")->capture_default_str();
   app.add_option("--batch", batch, "Images per rank per step")->capture_default_str();
   app.add_option("--size", size, "Image height and width")->capture_default_str();
@@ -64,11 +65,14 @@ int main(int argc, char** argv) {
   app.add_option("--broadcast-buffers", broadcast_buffers, "DDPOptions::broadcast_buffers")->capture_default_str();
   app.add_option("--check-consistency", check_consistency, "ProcessGroupGlooOptions::check_consistency")
       ->capture_default_str();
+  app.add_option("--small-message-bytes", small_message_bytes, "ProcessGroupGlooOptions::small_message_bytes")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
     dist::InitOptions init;
     init.gloo.check_consistency = check_consistency;
+    init.gloo.small_message_bytes = small_message_bytes;
     dist::init_process_group("gloo", init);
     const int rank = dist::get_rank();
     manual_seed(1234 + rank);

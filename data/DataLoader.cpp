@@ -10,6 +10,7 @@
 #include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/Parallel.h"
+#include "tensor/ThreadName.h"
 
 namespace loom {
 namespace data {
@@ -78,6 +79,7 @@ class DataLoader::Epoch {
   };
 
   void work(int64_t worker, int64_t num_workers) {
+    set_current_thread_name("loom-data-" + std::to_string(worker));
     set_thread_num_threads(1);
     autograd::NoGradGuard no_grad;
     for (int64_t b = worker; b < size(); b += num_workers) {

@@ -34,6 +34,7 @@
 #include "tensor/Factory.h"
 #include "tensor/Stream.h"
 #include "tensor/native/Copy.h"
+#include "tensor/ThreadName.h"
 
 namespace loom {
 namespace distributed {
@@ -510,6 +511,8 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& interf
                "127.0.0.1, or an interface name");
   }
   try {
+    // The device's transport loop thread inherits this name.
+    ThreadNameGuard name("loom-gloo-net");
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     LOOM_FAIL("ProcessGroupGloo: cannot open a TCP device on ", what_used, ": ", e.what(),
@@ -580,7 +583,10 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     worker->context = shared_->contexts[i];
     worker->shared = shared_;
     Worker* w = worker.get();
-    worker->thread = std::thread([w] { w->loop(); });
+    worker->thread = std::thread([w, i] {
+      set_current_thread_name("loom-gloo-" + std::to_string(i));
+      w->loop();
+    });
     workers_.push_back(std::move(worker));
   }
 }

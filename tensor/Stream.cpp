@@ -18,6 +18,7 @@
 #include "tensor/Parallel.h"
 #include "tensor/cuda/Copy.h"
 #include "tensor/cuda/StreamEvent.h"
+#include "tensor/ThreadName.h"
 
 namespace loom {
 namespace detail {
@@ -231,6 +232,7 @@ void run_closure(StreamQueue& q, Work& w) {
 }
 
 void worker_loop(std::shared_ptr<StreamQueue> q) {
+  set_current_thread_name("loom-" + q->device.str() + "-" + q->name);
   t_is_worker = true;
   t_worker_device = q->device;
   t_worker_impl = q->impl;

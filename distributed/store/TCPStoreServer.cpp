@@ -13,6 +13,7 @@
 
 #include "distributed/store/TCPStoreProtocol.h"
 #include "tensor/Error.h"
+#include "tensor/ThreadName.h"
 
 namespace loom {
 namespace distributed {
@@ -80,6 +81,7 @@ TCPStoreServer::~TCPStoreServer() {
 }
 
 void TCPStoreServer::run() {
+  set_current_thread_name("loom-tcpstore");
   std::vector<pollfd> fds;
   while (!stop_) {
     expire_waiters();

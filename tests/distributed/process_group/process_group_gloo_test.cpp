@@ -11,8 +11,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -666,6 +669,21 @@ TEST(ProcessGroupGloo, UnmatchedRecvTimesOut) {
         rank0_done.set_value();
       },
       short_options(1, milliseconds(800)));
+}
+
+// Its threads carry names (top -H, perf, gdb): the workers and Gloo's
+// transport loop.
+TEST(ProcessGroupGloo, ThreadsAreNamed) {
+  run_ranks(2, [](ProcessGroupGloo&, int) {
+    std::set<std::string> names;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      if (std::getline(comm, name)) names.insert(name);
+    }
+    EXPECT_EQ(names.count("loom-gloo-0"), 1u);
+    EXPECT_EQ(names.count("loom-gloo-net"), 1u);
+  });
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+// Thread names: set, read back, truncated to Linux's 15 characters,
+// inherited by threads a named thread starts, restored by the guard.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+
+#include "tensor/ThreadName.h"
+
+namespace loom {
+namespace {
+
+TEST(ThreadName, SetAndRead) {
+  std::thread([] {
+    set_current_thread_name("loom-test");
+    EXPECT_EQ(current_thread_name(), "loom-test");
+  }).join();
+}
+
+TEST(ThreadName, KeepsTheFirstFifteenCharacters) {
+  std::thread([] {
+    set_current_thread_name("loom-0123456789abcdef");
+    EXPECT_EQ(current_thread_name(), "loom-0123456789");
+  }).join();
+}
+
+TEST(ThreadName, GuardNamesThreadsStartedInItsScopeAndRestores) {
+  std::thread([] {
+    set_current_thread_name("outer");
+    std::string child_name;
+    {
+      ThreadNameGuard guard("loom-child");
+      EXPECT_EQ(current_thread_name(), "loom-child");
+      std::thread([&] { child_name = current_thread_name(); }).join();
+    }
+    EXPECT_EQ(child_name, "loom-child");
+    EXPECT_EQ(current_thread_name(), "outer");
+  }).join();
+}
+
+}  // namespace
+}  // namespace loom
