@@ -32,13 +32,16 @@ LossReduction to_native(Reduction r) {
 // Saved state shared by the class-index losses.
 struct ClassLossSaved {
   SavedTensor input, target, weight;
+  // The mean's divisor, kept where the forward computed it (reading a GPU's
+  // value on the host would wait for the device).
+  SavedTensor total_weight;
   LossReduction reduction = LossReduction::kMean;
   int64_t ignore_index = -100;
-  double total_weight = 0;
   void reset() {
     input.reset();
     target.reset();
     weight.reset();
+    total_weight.reset();
   }
 };
 
@@ -48,7 +51,7 @@ class NllLossBackward final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     return {native::nll_loss_backward(grads[0], s.input.unpack(*this), s.target.unpack(*this),
                                       s.weight.unpack(*this), s.reduction, s.ignore_index,
-                                      s.total_weight)};
+                                      s.total_weight.unpack(*this))};
   }
   void release_saved() override { s.reset(); }
   ClassLossSaved s;
@@ -60,7 +63,8 @@ class CrossEntropyBackward final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     return {native::cross_entropy_backward(
         grads[0], s.input.unpack(*this), s.target.unpack(*this), s.weight.unpack(*this),
-        logsumexp.unpack(*this), s.reduction, s.ignore_index, label_smoothing, s.total_weight)};
+        logsumexp.unpack(*this), s.reduction, s.ignore_index, label_smoothing,
+        s.total_weight.unpack(*this))};
   }
   void release_saved() override {
     s.reset();
@@ -127,7 +131,7 @@ void save_class_loss(ClassLossSaved& s, const Tensor& input, const Tensor& targe
   if (weight.defined()) s.weight = SavedTensor(weight, false);
   s.reduction = reduction;
   s.ignore_index = ignore_index;
-  s.total_weight = total_weight.item<double>();
+  s.total_weight = SavedTensor(total_weight, false);
 }
 
 }  // namespace

@@ -76,6 +76,12 @@ __global__ void find_bad_kernel(const int64_t* __restrict__ idx, int64_t n, int6
   }
 }
 
+// verdict[1] <- the value at position verdict[0] (when there is one).
+__global__ void fetch_bad_value(const int64_t* __restrict__ idx, int64_t* __restrict__ verdict) {
+  const int64_t pos = verdict[0];
+  verdict[1] = pos >= 0 ? idx[pos] : 0;
+}
+
 // self (outer, size, inner) -> out (outer, n, inner).
 template <typename B>
 __global__ void index_select_kernel(const B* __restrict__ self, B* __restrict__ out,
@@ -170,13 +176,17 @@ int64_t numel_of(const IndexLayout& l) {
 }  // namespace
 
 void find_bad_index(const int64_t* idx, int64_t n, int64_t limit, bool has_ignore,
-                    int64_t ignore, uint64_t* first_bad, int device, uint64_t stream) {
+                    int64_t ignore, int64_t* verdict, int device, uint64_t stream) {
   DeviceGuard guard(device);
   cudaStream_t s = as_stream(stream);
-  LOOM_CUDA_CHECK(cudaMemsetAsync(first_bad, 0xFF, sizeof(uint64_t), s));
-  if (n == 0) return;
-  find_bad_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(
-      idx, n, limit, has_ignore, ignore, reinterpret_cast<unsigned long long*>(first_bad));
+  // All ones: -1 as int64, the largest value for the unsigned atomicMin.
+  LOOM_CUDA_CHECK(cudaMemsetAsync(verdict, 0xFF, sizeof(int64_t), s));
+  if (n > 0) {
+    find_bad_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(
+        idx, n, limit, has_ignore, ignore, reinterpret_cast<unsigned long long*>(verdict));
+    LOOM_CUDA_CHECK(cudaGetLastError());
+  }
+  fetch_bad_value<<<1, 1, 0, s>>>(idx, verdict);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 

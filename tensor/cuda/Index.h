@@ -19,11 +19,11 @@ namespace cuda {
 
 constexpr int kMaxIndexDims = 16;
 
-// *first_bad (one uint64 of device memory) <- the lowest position i with
-// idx[i] outside [0, limit) and != ignore (when has_ignore), or UINT64_MAX
+// verdict (two int64 of device memory) <- the lowest position i with idx[i]
+// outside [0, limit) and != ignore (when has_ignore), and idx[i]; or -1 and 0
 // when every value is fine.
 void find_bad_index(const int64_t* idx, int64_t n, int64_t limit, bool has_ignore,
-                    int64_t ignore, uint64_t* first_bad, int device, uint64_t stream);
+                    int64_t ignore, int64_t* verdict, int device, uint64_t stream);
 
 // out (outer, n, inner) <- self (outer, size, inner) at idx (n); elements of
 // element_size bytes (1, 2, 4 or 8), copied bit for bit.

@@ -207,13 +207,15 @@ __global__ void weight_sum(const T* __restrict__ weight, int64_t C, double* w_al
 //   out_c = a * p_c - b * w_c, then out_t -= d.
 template <typename T>
 __global__ void cross_entropy_backward(T* __restrict__ gi, const T* __restrict__ grad,
-                                       bool broadcast, double scale, const T* __restrict__ x,
+                                       bool broadcast, const double* __restrict__ divisor,
+                                       const T* __restrict__ x,
                                        const double* __restrict__ lse,
                                        const int64_t* __restrict__ target,
                                        const T* __restrict__ weight,
                                        const double* __restrict__ w_all_p, ClassArgs a) {
   const int64_t numel = a.N * a.C * a.S;
   const double w_all = weight ? *w_all_p : static_cast<double>(a.C);
+  const double scale = divisor ? 1.0 / *divisor : 1.0;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < numel;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t s = e % a.S;
@@ -241,9 +243,11 @@ __global__ void cross_entropy_backward(T* __restrict__ gi, const T* __restrict__
 // grad_input (N, C, S) zero-filled; one thread per sample.
 template <typename T>
 __global__ void nll_backward(T* __restrict__ gi, const T* __restrict__ grad, bool broadcast,
-                             double scale, const int64_t* __restrict__ target, const T* __restrict__ weight,
+                             const double* __restrict__ divisor,
+                             const int64_t* __restrict__ target, const T* __restrict__ weight,
                              ClassArgs a) {
   const int64_t samples = a.N * a.S;
+  const double scale = divisor ? 1.0 / *divisor : 1.0;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < samples;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = target[i];
@@ -335,7 +339,8 @@ void class_loss_forward(DType dtype, bool cross_entropy, const void* x, const in
 }
 
 void class_loss_backward(DType dtype, bool cross_entropy, void* grad_input, const void* grad,
-                         bool grad_broadcast, double scale, const void* x, const double* logsumexp, const int64_t* target,
+                         bool grad_broadcast, const double* divisor, const void* x,
+                         const double* logsumexp, const int64_t* target,
                          const void* weight, int64_t N, int64_t C, int64_t S,
                          int64_t ignore_index, double label_smoothing, double* scratch,
                          int device, uint64_t stream) {
@@ -356,13 +361,13 @@ void class_loss_backward(DType dtype, bool cross_entropy, void* grad_input, cons
         LOOM_CUDA_CHECK(cudaGetLastError());
       }
       cross_entropy_backward<T><<<blocks_for(numel, kThreads), kThreads, 0, st>>>(
-          gi, g, grad_broadcast, scale, static_cast<const T*>(x), logsumexp, target,
+          gi, g, grad_broadcast, divisor, static_cast<const T*>(x), logsumexp, target,
           wp, scratch, a);
     } else {
       const int64_t samples = N * S;
       if (samples == 0) return;
       nll_backward<T><<<blocks_for(samples, kThreads), kThreads, 0, st>>>(
-          gi, g, grad_broadcast, scale, target, wp, a);
+          gi, g, grad_broadcast, divisor, target, wp, a);
     }
     LOOM_CUDA_CHECK(cudaGetLastError());
   });

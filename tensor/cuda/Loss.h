@@ -37,11 +37,12 @@ void class_loss_forward(DType dtype, bool cross_entropy, const void* x, const in
                         uint64_t stream);
 
 // grad_input (N, C, S) of dtype.  grad holds N * S values, or one when
-// grad_broadcast.  Every gradient is multiplied by `scale` (1 / total weight
-// for a mean).  nll: grad_input must be zero-filled.  cross_entropy reads the
+// grad_broadcast.  Every gradient is divided by *divisor (one double of
+// device memory: the forward's total weight, for a mean; null: 1), read on
+// the device.  nll: grad_input must be zero-filled.  cross_entropy reads the
 // forward's logsumexp (N * S doubles).
 void class_loss_backward(DType dtype, bool cross_entropy, void* grad_input, const void* grad,
-                         bool grad_broadcast, double scale,
+                         bool grad_broadcast, const double* divisor,
                          const void* x, const double* logsumexp, const int64_t* target,
                          const void* weight, int64_t N, int64_t C, int64_t S,
                          int64_t ignore_index, double label_smoothing, double* scratch,

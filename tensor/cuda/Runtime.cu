@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include "tensor/DeferredChecks.h"
 #include "tensor/cuda/Check.h"
 
 namespace loom {
@@ -67,6 +68,7 @@ void synchronize(int device) {
   check_device(device, "cuda::synchronize");
   DeviceGuard guard(device);
   LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+  raise_deferred_errors();  // every check on this device has its verdict now
 }
 
 }  // namespace cuda

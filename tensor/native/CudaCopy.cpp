@@ -4,6 +4,7 @@
 
 #include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
+#include "tensor/DeferredChecks.h"
 #include "tensor/Factory.h"
 #include "tensor/Stream.h"
 #include "tensor/cuda/Copy.h"
@@ -103,6 +104,7 @@ void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
   // host's back anyway): on the current stream, waited for.
   cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device, current);
   cuda::stream_synchronize(device, current);
+  raise_deferred_errors();  // the host waited anyway: report failed checks
 }
 
 }  // namespace

@@ -3,9 +3,8 @@
 // native ops check arguments and pick layouts once for both backends; here
 // each Tensor becomes a raw pointer for the launchers of tensor/cuda/
 // (Softmax.h, Loss.h, Dropout.h, Index.h, Optim.h), queued on the device's
-// current stream.  Scratch space (partial sums, the index check's answer) is
-// an ordinary tensor from the caching allocator, so it is released in stream
-// order.
+// current stream.  Scratch space (partial sums) is an ordinary tensor from
+// the caching allocator, so it is released in stream order.
 //
 // Without CUDA the launchers are stubs (bottom of this file) that throw; the
 // native ops never reach them, as check_kernel_device throws first.
@@ -52,10 +51,12 @@ void split_at(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {
   for (int64_t d = dim + 1; d < t.dim(); ++d) inner *= t.sizes()[d];
 }
 
-// Throws the CPU kernels' message for the first out-of-range index.
+// The CPU kernels' message for the first out-of-range index, deferred.
 void check_indices(const char* op, const Tensor& idx, int64_t dim, int64_t size) {
-  if (const auto bad = first_bad_index(idx, size))
-    LOOM_FAIL(op, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ", size);
+  check_index_values(idx, size, false, 0, [op, dim, size](int64_t bad) {
+    return detail::str(op, ": index ", bad, " is out of bounds for dimension ", dim,
+                       " with size ", size);
+  });
 }
 
 IndexLayout index_layout(const Tensor& index, int64_t dim, const Tensor& a, const Tensor& b) {
@@ -113,13 +114,12 @@ void class_loss_kernel(bool cross_entropy, const Tensor& loss, const Tensor& log
 }
 
 void class_loss_backward_kernel(bool cross_entropy, const Tensor& grad_input, const Tensor& grad,
-                                double scale, const Tensor& x, const Tensor& logsumexp,
+                                const Tensor& divisor, const Tensor& x, const Tensor& logsumexp,
                                 const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
                                 int64_t S, int64_t ignore_index, double label_smoothing) {
   const Tensor scratch = scratch_doubles(x, 1);  // the sum of the class weights
   class_loss_backward(x.dtype(), cross_entropy, grad_input.data_ptr(), grad.data_ptr(),
-                      grad.numel() == 1, scale,
-                      x.data_ptr(), cptr<double>(logsumexp), cptr<int64_t>(target),
+                      grad.numel() == 1, cptr<double>(divisor), x.data_ptr(), cptr<double>(logsumexp), cptr<int64_t>(target),
                       cptr(weight), N, C, S, ignore_index, label_smoothing,
                       static_cast<double*>(scratch.data_ptr()), device_of(x), stream_of(x));
 }
@@ -145,20 +145,6 @@ void squared_error_backward_kernel(const Tensor& grad_input, const Tensor& grad,
 }
 
 // ---- indexing -----------------------------------------------------------------------
-
-std::optional<int64_t> first_bad_index(const Tensor& idx, int64_t limit, bool has_ignore,
-                                       int64_t ignore) {
-  if (idx.numel() == 0) return std::nullopt;
-  const Tensor slot = empty({1}, TensorOptions(kInt64).device(idx.device()));
-  find_bad_index(cptr<int64_t>(idx), idx.numel(), limit, has_ignore, ignore,
-                 static_cast<uint64_t*>(slot.data_ptr()), device_of(idx), stream_of(idx));
-  const uint64_t pos =
-      static_cast<uint64_t>(*native::to(slot, Device(kCPU), kInt64).data_ptr<int64_t>());
-  if (pos == std::numeric_limits<uint64_t>::max()) return std::nullopt;
-  const Tensor value = native::narrow(native::reshape(idx, {idx.numel()}), 0,
-                                      static_cast<int64_t>(pos), 1);
-  return *native::to(value, Device(kCPU), kInt64).data_ptr<int64_t>();
-}
 
 void index_select_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index) {
   const int64_t size = self.sizes()[dim];
@@ -247,7 +233,7 @@ void class_loss_forward(DType, bool, const void*, const int64_t*, const void*, i
                         int, uint64_t) {
   LOOM_FAIL("cuda::class_loss_forward: ", kNoCuda);
 }
-void class_loss_backward(DType, bool, void*, const void*, bool, double, const void*,
+void class_loss_backward(DType, bool, void*, const void*, bool, const double*, const void*,
                          const double*, const int64_t*, const void*, int64_t, int64_t, int64_t,
                          int64_t, double, double*, int, uint64_t) {
   LOOM_FAIL("cuda::class_loss_backward: ", kNoCuda);
@@ -260,7 +246,7 @@ void squared_error_backward(DType, void*, const void*, bool, double, const void*
                             int64_t, int, uint64_t) {
   LOOM_FAIL("cuda::squared_error_backward: ", kNoCuda);
 }
-void find_bad_index(const int64_t*, int64_t, int64_t, bool, int64_t, uint64_t*, int, uint64_t) {
+void find_bad_index(const int64_t*, int64_t, int64_t, bool, int64_t, int64_t*, int, uint64_t) {
   LOOM_FAIL("cuda::find_bad_index: ", kNoCuda);
 }
 void index_select(size_t, const void*, void*, const int64_t*, int64_t, int64_t, int64_t, int64_t,

@@ -24,13 +24,16 @@ Tensor checked_indices(const char* op, const Tensor& indices, int64_t limit) {
   check_kernel_device(op, indices);
   const Tensor idx = contiguous(to(indices, indices.device(), kInt64));
   if (idx.is_cuda()) {
-    // One device-side scan; reading its answer waits for the stream.
-    const auto bad =
-        cuda::first_bad_index(idx, limit < 0 ? std::numeric_limits<int64_t>::max() : limit);
-    if (bad && limit < 0) LOOM_FAIL(op, ": class values must be non-negative, got ", *bad);
-    if (bad)
-      LOOM_FAIL(op, ": index ", *bad, " is out of range for a table of V = ", limit,
-                " rows (expected [0, ", limit, "))");
+    // One device-side scan, its verdict deferred (no wait for the device).
+    const std::string name = op;
+    cuda::check_index_values(idx, limit < 0 ? std::numeric_limits<int64_t>::max() : limit, false,
+                             0, [name, limit](int64_t bad) {
+                               if (limit < 0)
+                                 return detail::str(name, ": class values must be non-negative, got ", bad);
+                               return detail::str(name, ": index ", bad,
+                                                  " is out of range for a table of V = ", limit,
+                                                  " rows (expected [0, ", limit, "))");
+                             });
     return idx;
   }
   const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
@@ -53,8 +56,8 @@ IntList with_last(const IntList& sizes, int64_t last) {
 }
 
 // one_hot on a CUDA device: idx (contiguous int64, all >= 0) scattered as
-// ones into zeros (reading max and the range check back waits for the
-// stream, as PyTorch's one_hot does).
+// ones into zeros.  Inferring num_classes reads the max back (a wait for the
+// device, as in PyTorch's one_hot); the range check is deferred.
 Tensor one_hot_cuda(const Tensor& indices, const Tensor& idx, int64_t num_classes) {
   const int64_t n = idx.numel();
   if (num_classes == -1) {
@@ -62,9 +65,10 @@ Tensor one_hot_cuda(const Tensor& indices, const Tensor& idx, int64_t num_classe
                indices.describe(), "; pass num_classes");
     num_classes = *to(native::max(idx), Device(kCPU), kInt64).data_ptr<int64_t>() + 1;
   }
-  if (const auto bad = cuda::first_bad_index(idx, num_classes))
-    LOOM_FAIL("one_hot: class value ", *bad, " must be smaller than num_classes (", num_classes,
-              ")");
+  cuda::check_index_values(idx, num_classes, false, 0, [num_classes](int64_t bad) {
+    return detail::str("one_hot: class value ", bad, " must be smaller than num_classes (",
+                       num_classes, ")");
+  });
   const TensorOptions int64_on = TensorOptions(kInt64).device(indices.device());
   Tensor out = zeros({n, num_classes}, int64_on);
   if (n > 0 && num_classes > 0)

@@ -6,7 +6,9 @@
 // tensors on self's device; nothing is modified in place.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string>
 
 #include "tensor/Tensor.h"
 
@@ -47,18 +49,22 @@ void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, con
 namespace cuda {
 // The CUDA twins (tensor/native/CudaNn.cpp, kernels in tensor/cuda/Index.cu),
 // same operand contracts, queued on the device's current stream.  Each checks
-// the index values on the device first and throws the CPU kernels' message
-// for the first bad one; reading that answer waits for the stream.
+// the index values on the device (check_index_values: the CPU kernels'
+// message for the first bad one, raised at the next sync point) and skips
+// bad ones, never touching memory outside its tensors.
 // index_add and scatter_add accumulate with atomics (float sums of repeated
 // indices may round in any order).
 void index_select_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
 void index_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source);
 void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
 void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
-// The first value of idx (contiguous int64 on a CUDA device) outside [0,
-// limit), not counting `ignore` when has_ignore; nullopt when all are fine.
-// Waits for the device's current stream to read the answer back.
-std::optional<int64_t> first_bad_index(const Tensor& idx, int64_t limit, bool has_ignore = false,
-                                       int64_t ignore = 0);
+// Checks that every value of idx (contiguous int64 on a CUDA device) lies in
+// [0, limit) or, when has_ignore, equals `ignore`; for the first bad value v,
+// message(v) is the error.  A deferred check (tensor/DeferredChecks.h): queued
+// on the device's current stream and thrown at the next sync point, without
+// making the host wait; with sync_checks() it waits and throws here.
+// (tensor/native/CudaIndexCheck.cpp)
+void check_index_values(const Tensor& idx, int64_t limit, bool has_ignore, int64_t ignore,
+                        const std::function<std::string(int64_t)>& message);
 }  // namespace cuda
 }  // namespace loom

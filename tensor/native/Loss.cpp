@@ -1,6 +1,7 @@
 // Raw losses: argument checks, layout and reduction; per-element work in
 // tensor/cpu/Loss.cpp, or on a CUDA device in tensor/cuda/Loss.cu (there the
-// totals stay on the device; only the target check reads one value back).
+// totals stay on the device and the target check is deferred, so nothing
+// waits for the device).
 #include "tensor/native/Loss.h"
 
 #include "tensor/Factory.h"
@@ -30,9 +31,23 @@ Tensor finish_class_loss(const Tensor& per_element, const cpu::LossTotals& total
   return scalar_tensor(totals.loss / totals.weight, like(per_element, per_element.dtype()));
 }
 
-// The factor every incoming gradient is multiplied by.
-double grad_scale(LossReduction reduction, double divisor) {
-  return reduction == LossReduction::kMean ? 1.0 / divisor : 1.0;
+// The factor every incoming gradient is multiplied by, on the CPU.
+double grad_scale(LossReduction reduction, const Tensor& total_weight) {
+  return reduction == LossReduction::kMean ? 1.0 / total_weight.item<double>() : 1.0;
+}
+
+// What the gradients are divided by on a CUDA device: the total weight for a
+// mean (read there), nothing (1) otherwise.
+Tensor grad_divisor(LossReduction reduction, const Tensor& total_weight) {
+  return reduction == LossReduction::kMean ? total_weight : Tensor();
+}
+
+void check_total_weight(const char* op, const Tensor& total_weight, const Tensor& input) {
+  check_defined(op, total_weight, "total_weight");
+  LOOM_CHECK(total_weight.dim() == 0 && total_weight.dtype() == kFloat64, op,
+             ": expected total_weight as a 0-dim float64 tensor (the forward's), got ",
+             total_weight.describe());
+  check_same_device(op, total_weight, "total_weight", input, "input");
 }
 
 void check_loss_grad(const char* op, const Tensor& grad, const IntList& none_shape,
@@ -105,9 +120,11 @@ ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tenso
   check_kernel_device(op, input);
   const Tensor t = contiguous(target);
   if (t.is_cuda()) {
-    if (const auto bad = cuda::first_bad_index(t, s.C, true, ignore_index))
-      LOOM_FAIL(op, ": Target ", *bad, " is out of bounds: expected a class index in [0, ", s.C,
-                ") (C = ", s.C, ") or ignore_index ", ignore_index);
+    const int64_t C = s.C;
+    cuda::check_index_values(t, C, true, ignore_index, [op, C, ignore_index](int64_t bad) {
+      return detail::str(op, ": Target ", bad, " is out of bounds: expected a class index in [0, ",
+                         C, ") (C = ", C, ") or ignore_index ", ignore_index);
+    });
     return s;
   }
   const int64_t* tp = static_cast<const int64_t*>(t.data_ptr());
@@ -139,14 +156,15 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& input, const Tensor& target,
 
 Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
                          const Tensor& weight, LossReduction reduction, int64_t ignore_index,
-                         double total_weight) {
+                         const Tensor& total_weight) {
   const ClassLossShape s = check_class_loss("nll_loss_backward", input, target, weight,
                                             ignore_index);
   check_loss_grad("nll_loss_backward", grad, s.none_shape, reduction, input);
+  check_total_weight("nll_loss_backward", total_weight, input);
   Tensor grad_input = zeros(input.sizes(), like(input, input.dtype()));
   if (input.is_cuda()) {
     cuda::class_loss_backward_kernel(false, grad_input, contiguous(grad),
-                                     grad_scale(reduction, total_weight), input, Tensor(),
+                                     grad_divisor(reduction, total_weight), input, Tensor(),
                                      contiguous(target), contiguous_or_none(weight), s.N, s.C,
                                      s.S, ignore_index, 0.0);
     return grad_input;
@@ -178,17 +196,18 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tens
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
                               const Tensor& weight, const Tensor& logsumexp,
                               LossReduction reduction, int64_t ignore_index,
-                              double label_smoothing, double total_weight) {
+                              double label_smoothing, const Tensor& total_weight) {
   const ClassLossShape s = check_class_loss("cross_entropy_backward", input, target, weight,
                                             ignore_index);
   check_loss_grad("cross_entropy_backward", grad, s.none_shape, reduction, input);
+  check_total_weight("cross_entropy_backward", total_weight, input);
   LOOM_CHECK(logsumexp.sizes() == s.none_shape && logsumexp.dtype() == kFloat64,
              "cross_entropy_backward: logsumexp ", logsumexp.describe(), " does not match input ",
              input.describe());
   Tensor grad_input = empty(input.sizes(), like(input, input.dtype()));
   if (input.is_cuda()) {
     cuda::class_loss_backward_kernel(true, grad_input, contiguous(grad),
-                                     grad_scale(reduction, total_weight), contiguous(input),
+                                     grad_divisor(reduction, total_weight), contiguous(input),
                                      contiguous(logsumexp), contiguous(target),
                                      contiguous_or_none(weight), s.N, s.C, s.S, ignore_index,
                                      label_smoothing);
@@ -244,7 +263,8 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   const auto [x, y] = mse_operands("mse_loss_backward", input, target);
   check_loss_grad("mse_loss_backward", grad, x.sizes(), reduction, x);
   Tensor grad_input = empty(x.sizes(), like(x, x.dtype()));
-  const double scale = grad_scale(reduction, static_cast<double>(x.numel()));
+  const double scale =
+      reduction == LossReduction::kMean ? 1.0 / static_cast<double>(x.numel()) : 1.0;
   if (x.is_cuda()) cuda::squared_error_backward_kernel(grad_input, contiguous(grad), scale, x, y);
   else cpu::squared_error_backward_kernel(grad_input, contiguous(grad), scale, x, y);
   return grad_input;

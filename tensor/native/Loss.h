@@ -35,10 +35,12 @@ ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tenso
 std::tuple<Tensor, Tensor> nll_loss(const Tensor& input, const Tensor& target,
                                     const Tensor& weight, LossReduction reduction,
                                     int64_t ignore_index);
-// grad: the gradient of the loss (none_shape or 0-dim).  Returns input's shape.
+// grad: the gradient of the loss (none_shape or 0-dim); total_weight: the
+// forward's (0-dim float64 on input's device, read there: no wait for a GPU).
+// Returns input's shape.
 Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
                          const Tensor& weight, LossReduction reduction, int64_t ignore_index,
-                         double total_weight);
+                         const Tensor& total_weight);
 
 // Returns (loss, logsumexp (none_shape, float64: the backward recomputes
 // p = exp(x - lse) from it), total_weight 0-dim double).
@@ -48,7 +50,7 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tens
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
                               const Tensor& weight, const Tensor& logsumexp,
                               LossReduction reduction, int64_t ignore_index,
-                              double label_smoothing, double total_weight);
+                              double label_smoothing, const Tensor& total_weight);
 
 // (input - target)^2, broadcast, reduced.  Floating tensors of one dtype.
 Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reduction);
@@ -104,10 +106,12 @@ void class_loss_kernel(bool cross_entropy, const Tensor& loss, const Tensor& log
                        const Tensor& out, const Tensor& total_weight, const Tensor& x,
                        const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
                        int64_t S, int64_t ignore_index, double label_smoothing, bool mean);
-// As cpu::nll_loss_backward_kernel / cross_entropy_backward_kernel; nll needs
-// a zero-filled grad_input, logsumexp is undefined for nll.
+// As cpu::nll_loss_backward_kernel / cross_entropy_backward_kernel, the
+// gradients divided by `divisor` (0-dim float64 on the device; undefined: 1)
+// instead of multiplied by a host scale; nll needs a zero-filled grad_input,
+// logsumexp is undefined for nll.
 void class_loss_backward_kernel(bool cross_entropy, const Tensor& grad_input, const Tensor& grad,
-                                double scale, const Tensor& x, const Tensor& logsumexp,
+                                const Tensor& divisor, const Tensor& x, const Tensor& logsumexp,
                                 const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
                                 int64_t S, int64_t ignore_index, double label_smoothing);
 // out (x's shape) = (x - y)^2; out_sum (0-dim) = sum of (x - y)^2 / divisor.

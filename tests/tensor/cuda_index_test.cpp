@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/DeferredChecks.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/Embedding.h"
 #include "tests/CudaGradParity.h"
@@ -104,17 +105,37 @@ TEST_F(CudaIndex, GatherAndScatterAddEveryDimAndLayout) {
       {sample(kFloat32, {3, 4}, 15), zeros({3, 0}, kInt64)}, {true, false}));
 }
 
-TEST_F(CudaIndex, BadIndicesThrowTheCpuMessage) {
+// Index values are checked on the device and the error raised at the next
+// point where the host waits (here cuda::synchronize), with the CPU's message.
+TEST_F(CudaIndex, BadIndicesThrowTheCpuMessageAtTheNextSyncPoint) {
   const Tensor x = ones({3, 4}, kGpu);
   const Tensor bad = tensor<int64_t>({0, 4}).to(kGpu);
-  EXPECT_LOOM_ERROR(index_select(x, 1, bad), "index_select: index 4 is out of bounds for dimension 1 with size 4");
-  EXPECT_LOOM_ERROR(gather(x, 0, tensor<int64_t>({0, -1, 2}, {1, 3}).to(kGpu)),
+  EXPECT_LOOM_ERROR((index_select(x, 1, bad), cuda::synchronize()),
+                    "index_select: index 4 is out of bounds for dimension 1 with size 4",
+                    "found by a check that ran on cuda:0");
+  EXPECT_LOOM_ERROR((gather(x, 0, tensor<int64_t>({0, -1, 2}, {1, 3}).to(kGpu)), cuda::synchronize()),
                     "gather: index -1 is out of bounds for dimension 0 with size 3");
-  EXPECT_LOOM_ERROR(scatter_add(x, 0, tensor<int64_t>({3}, {1, 1}).to(kGpu), ones({1, 1}, kGpu)),
-                    "scatter_add: index 3 is out of bounds");
-  EXPECT_LOOM_ERROR(embedding(x, tensor<int64_t>({1, 3}).to(kGpu)), "embedding: index 3",
+  EXPECT_LOOM_ERROR(
+      (scatter_add(x, 0, tensor<int64_t>({3}, {1, 1}).to(kGpu), ones({1, 1}, kGpu)), cuda::synchronize()),
+      "scatter_add: index 3 is out of bounds");
+  // item() and copies to the host are sync points too.
+  EXPECT_LOOM_ERROR(embedding(x, tensor<int64_t>({1, 3}).to(kGpu)).sum().item(), "embedding: index 3",
                     "V = 3");
+  // Reported once: later work runs.
+  EXPECT_NO_THROW(cuda::synchronize());
+  EXPECT_EQ(index_select(x, 1, tensor<int64_t>({3}).to(kGpu)).sum().item(), 3.0);
+  // Device mismatches are argument errors, thrown at once.
   EXPECT_LOOM_ERROR(index_select(x, 0, tensor<int64_t>({0})), "same device");
+}
+
+TEST_F(CudaIndex, SyncChecksThrowFromTheOpItself) {
+  const bool saved = sync_checks();
+  set_sync_checks(true);
+  const Tensor x = ones({3, 4}, kGpu);
+  EXPECT_LOOM_ERROR(index_select(x, 1, tensor<int64_t>({0, 4}).to(kGpu)),
+                    "index_select: index 4 is out of bounds for dimension 1 with size 4");
+  EXPECT_EQ(pending_deferred_checks(), 0u);
+  set_sync_checks(saved);
 }
 
 TEST_F(CudaIndex, EmbeddingAndItsBackward) {

@@ -10,9 +10,12 @@
 // Parity: float32 within 1e-5 relative plus 1e-6 absolute (GPU and CPU sum in
 // different orders and use different exp approximations), float64 within
 // 1e-12.
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "tensor/CudaRuntime.h"
+#include "tensor/cuda/StreamEvent.h"
 #include "tests/CudaGradParity.h"
 
 namespace loom {
@@ -157,13 +160,36 @@ TEST_F(CudaSoftmaxLoss, ClassLossesEmptyBatchAndAllIgnored) {
       {sample(kFloat64, {5, 3}, 2), all_ignored}, {true, false}));
 }
 
-TEST_F(CudaSoftmaxLoss, ClassLossBadTargetsThrow) {
+TEST_F(CudaSoftmaxLoss, ClassLossBadTargetsThrowAtTheNextSyncPoint) {
   const Tensor x = sample(kFloat32, {4, 3}, 1).to(kGpu);
   const Tensor bad = tensor<int64_t>({0, 2, 3, 1}).to(kGpu);
-  EXPECT_LOOM_ERROR(cross_entropy(x, bad), "cross_entropy", "Target 3 is out of bounds");
-  EXPECT_LOOM_ERROR(nll_loss(x, tensor<int64_t>({0, -1, 1, 1}).to(kGpu)), "nll_loss",
-                    "Target -1 is out of bounds");
+  EXPECT_LOOM_ERROR(cross_entropy(x, bad).item(), "cross_entropy", "Target 3 is out of bounds");
+  EXPECT_LOOM_ERROR((nll_loss(x, tensor<int64_t>({0, -1, 1, 1}).to(kGpu)), cuda::synchronize()),
+                    "nll_loss", "Target -1 is out of bounds");
   EXPECT_LOOM_ERROR(cross_entropy(x, tensor<int64_t>({0, 1, 2, 1})), "same device");
+}
+
+// The training path queues work and returns: a classification step (forward,
+// loss, backward) and the index ops leave the host free while the device is
+// still busy with a long kernel queued before them.  Had any of them waited
+// for the device (reading a check's answer or the loss's total weight back),
+// the long kernel would have finished by the time they return.
+TEST_F(CudaSoftmaxLoss, TrainingPathDoesNotWaitForTheDevice) {
+  Tensor w = sample(kFloat32, {8, 5}, 3).to(kGpu).requires_grad_(true);
+  const Tensor x = sample(kFloat32, {16, 8}, 4).to(kGpu);
+  const Tensor y = tensor<int64_t>({0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, -100}).to(kGpu);
+  const Tensor idx = tensor<int64_t>({4, 0, 2}).to(kGpu);
+  cuda::synchronize();
+  const int device = kGpu.index;
+  const uint64_t stream = cuda::current_stream_handle(device);
+  cuda::sleep_cycles(2000LL * 1000 * 1000, device, stream);  // ~1 s
+  Tensor loss = cross_entropy(matmul(x, w), y) + nll_loss(log_softmax(matmul(x, w), 1), y);
+  loss.backward();
+  Tensor picked = index_select(w, 0, idx) + embedding(w, idx) + gather(w, 0, idx.view({3, 1}));
+  EXPECT_FALSE(cuda::stream_query(device, stream)) << "an op waited for the device";
+  EXPECT_TRUE(std::isfinite(loss.item<double>()));  // item() is a sync point
+  EXPECT_TRUE(cuda::stream_query(device, stream));
+  EXPECT_EQ(picked.sizes(), (IntList{3, 5}));
 }
 
 // ---- mse ----------------------------------------------------------------------------
