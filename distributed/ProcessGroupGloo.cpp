@@ -583,10 +583,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     worker->context = shared_->contexts[i];
     worker->shared = shared_;
     Worker* w = worker.get();
-    worker->thread = std::thread([w, i] {
-      set_current_thread_name("loom-gloo-" + std::to_string(i));
-      w->loop();
-    });
+    worker->thread = std::thread([w] { w->loop(); });
+    set_thread_name(worker->thread, "loom-gloo-" + std::to_string(i));
     workers_.push_back(std::move(worker));
   }
 }

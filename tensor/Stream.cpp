@@ -18,6 +18,7 @@
 #include "tensor/Parallel.h"
 #include "tensor/cuda/Copy.h"
 #include "tensor/cuda/StreamEvent.h"
+#include "tensor/DeferredChecks.h"
 #include "tensor/ThreadName.h"
 
 namespace loom {
@@ -419,7 +420,10 @@ void Event::synchronize() const {
     std::lock_guard<std::mutex> lock(state_->mutex);
     err = state_->error;
   }
-  if (!err) return;
+  if (!err) {
+    if (state_->cuda_recorded) raise_deferred_errors();  // the host waited: report failed checks
+    return;
+  }
   if (auto q = state_->queue.lock()) {
     std::lock_guard<std::mutex> lock(q->mutex);
     if (q->error == err) q->error = nullptr;  // reported: the stream runs work again

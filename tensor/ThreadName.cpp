@@ -15,6 +15,15 @@ void set_current_thread_name(const std::string& name) {
 #endif
 }
 
+void set_thread_name(std::thread& thread, const std::string& name) {
+#if defined(__linux__)
+  pthread_setname_np(thread.native_handle(), name.substr(0, 15).c_str());
+#else
+  (void)thread;
+  (void)name;
+#endif
+}
+
 std::string current_thread_name() {
 #if defined(__linux__)
   char name[16] = {};

@@ -6,10 +6,14 @@
 #pragma once
 
 #include <string>
+#include <thread>
 
 namespace loom {
 
 void set_current_thread_name(const std::string& name);
+// Names another thread (already named when this returns, unlike a name the
+// thread gives itself as it starts).
+void set_thread_name(std::thread& thread, const std::string& name);
 std::string current_thread_name();
 
 // Renames the calling thread for its scope, restoring the old name after.

@@ -2,6 +2,7 @@
 // inherited by threads a named thread starts, restored by the guard.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
 #include <thread>
 
@@ -15,6 +16,19 @@ TEST(ThreadName, SetAndRead) {
     set_current_thread_name("loom-test");
     EXPECT_EQ(current_thread_name(), "loom-test");
   }).join();
+}
+
+TEST(ThreadName, NamesAnotherThread) {
+  std::promise<void> named;
+  std::promise<std::string> seen;
+  std::thread t([&] {
+    named.get_future().wait();
+    seen.set_value(current_thread_name());
+  });
+  set_thread_name(t, "loom-other");
+  named.set_value();
+  EXPECT_EQ(seen.get_future().get(), "loom-other");
+  t.join();
 }
 
 TEST(ThreadName, KeepsTheFirstFifteenCharacters) {
