@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "tensor/CudaGraph.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/Parallel.h"
 #include "tensor/cuda/Optim.h"
@@ -207,6 +208,9 @@ void adam_update_many(const std::vector<AdamParam>& params, const AdamHyper& h) 
     }
   }
   for_each_cuda_group(params, [&](const std::vector<size_t>& group) {
+    cuda::check_not_capturing(params[group[0]].param.device().index, who,
+                              "its step count and bias corrections live on the host, so every "
+                              "replay would repeat one step; step outside the graph, or use SGD");
     std::vector<Tensor> grads;
     std::vector<void*> ps, ms, vs, vmaxs;
     std::vector<const void*> gs;

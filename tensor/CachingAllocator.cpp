@@ -255,8 +255,22 @@ void CachingAllocator::release_cached_segments() {
   std::vector<Block*> whole;
   for (Pool* pool : {&small_pool_, &large_pool_})
     for (Block* b : *pool)
-      if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
+      if (b->prev == nullptr && b->next == nullptr && kept_pools_.count(b->stream) == 0)
+        whole.push_back(b);
   for (Block* b : whole) release_segment(b);
+}
+
+void CachingAllocator::keep_pool(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++kept_pools_[stream];
+}
+
+void CachingAllocator::release_pool(StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = kept_pools_.find(stream);
+  LOOM_CHECK(it != kept_pools_.end(), "CachingAllocator::release_pool: the pool of stream ",
+             stream, " on ", device_name_, " is not kept (release_pool without keep_pool)");
+  if (--it->second == 0) kept_pools_.erase(it);
 }
 
 void CachingAllocator::record_stream(void* ptr, StreamId stream) {

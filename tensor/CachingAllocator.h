@@ -29,6 +29,11 @@
 //   - Out of memory: the cache is emptied (after waiting for pending events)
 //     and the allocation retried once; if it still fails, loom::Error says
 //     how much was asked, how much is allocated and reserved, and where.
+//   - keep_pool(S) keeps S's free segments from being returned to the
+//     backend (by empty_cache or the out-of-memory retry) until
+//     release_pool(S): a captured CUDA graph (tensor/CudaGraph.h) allocates
+//     on a private stream and its replays keep writing the blocks it freed
+//     during capture.
 //
 // Thread safety: every method may be called from any thread (one mutex).
 #pragma once
@@ -117,8 +122,12 @@ class CachingAllocator {
   // Throws loom::Error when ptr is not an allocated block.
   void record_stream(void* ptr, StreamId stream);
   // Waits for pending events, then returns every wholly free segment to the
-  // backend.  Allocated blocks stay valid.
+  // backend, except those of kept pools.  Allocated blocks stay valid.
   void empty_cache();
+  // Keeps stream's pool (counted: each keep_pool needs a release_pool).
+  // release_pool throws loom::Error for a pool that is not kept.
+  void keep_pool(StreamId stream);
+  void release_pool(StreamId stream);
 
   CachingAllocatorStats stats() const;
   // Sets the peaks to the current values.
@@ -167,6 +176,7 @@ class CachingAllocator {
   std::map<const char*, Block*> segments_;  // segment start -> its first block
   std::map<const char*, size_t> segment_sizes_;
   std::vector<Block*> pending_;
+  std::map<StreamId, int> kept_pools_;  // stream -> keep_pool count
   CachingAllocatorStats stats_;
 };
 

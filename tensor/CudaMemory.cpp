@@ -99,6 +99,16 @@ void record_stream(const Storage& storage, uint64_t stream_handle) {
   pinned.record_stream(storage.data(), stream_handle);
 }
 
+void keep_stream_pool(int device, uint64_t stream_handle) {
+  check_device(device, "cuda::keep_stream_pool");
+  device_caching_allocator(device).keep_pool(stream_handle);
+}
+
+void release_stream_pool(int device, uint64_t stream_handle) {
+  check_device(device, "cuda::release_stream_pool");
+  device_caching_allocator(device).release_pool(stream_handle);
+}
+
 Allocator& pinned_allocator() {
   LOOM_CHECK(is_available(), "cuda::pinned_allocator: pinned memory needs a CUDA device, and "
              "none is visible");
@@ -133,6 +143,8 @@ CachingAllocatorStats memory_stats(int device) {
 void reset_peak_memory_stats(int device) { check_device(device, "cuda::reset_peak_memory_stats"); }
 void empty_cache() {}
 void record_stream(const Storage&, uint64_t) { LOOM_FAIL("cuda::record_stream: ", kNoCuda); }
+void keep_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::keep_stream_pool: ", kNoCuda); }
+void release_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::release_stream_pool: ", kNoCuda); }
 Allocator& pinned_allocator() { LOOM_FAIL("cuda::pinned_allocator: ", kNoCuda); }
 CachingAllocatorStats pinned_memory_stats() { return {}; }
 bool is_pinned(const void*) { return false; }

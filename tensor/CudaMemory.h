@@ -56,6 +56,12 @@ void empty_cache();
 // storage that is not from loom's CUDA or pinned allocator.
 void record_stream(const Storage& storage, uint64_t stream_handle);
 
+// Keeps the free memory of `device`'s pool for stream_handle out of
+// empty_cache() and the out-of-memory retry until released (counted), for a
+// captured graph whose replays use it (tensor/CudaGraph.h).
+void keep_stream_pool(int device, uint64_t stream_handle);
+void release_stream_pool(int device, uint64_t stream_handle);
+
 // The pinned host allocator (cudaHostAlloc, cached).  Throws loom::Error
 // without CUDA or without a visible device.
 Allocator& pinned_allocator();

@@ -7,6 +7,7 @@
 
 #include "tensor/Error.h"
 #include "tensor/cuda/Copy.h"
+#include "tensor/cuda/Graph.h"
 #include "tensor/cuda/StreamEvent.h"
 #include "tensor/cuda/VectorAdd.h"
 
@@ -96,6 +97,12 @@ bool event_query(void*) { LOOM_FAIL("cuda::event_query: ", kNoCuda); }
 void event_synchronize(void*) { LOOM_FAIL("cuda::event_synchronize: ", kNoCuda); }
 double event_elapsed_ms(void*, void*) { LOOM_FAIL("cuda::event_elapsed_ms: ", kNoCuda); }
 void sleep_cycles(int64_t, int, uint64_t) { LOOM_FAIL("cuda::sleep_cycles: ", kNoCuda); }
+
+void graph_capture_begin(int, uint64_t, bool) { LOOM_FAIL("cuda::Graph: ", kNoCuda); }
+void* graph_capture_end(int, uint64_t) { LOOM_FAIL("cuda::Graph: ", kNoCuda); }
+void graph_launch(void*, int, uint64_t) { LOOM_FAIL("cuda::Graph: ", kNoCuda); }
+void graph_exec_destroy(void*) noexcept {}
+bool stream_is_capturing(int, uint64_t) { return false; }
 
 #endif  // LOOM_WITH_CUDA
 

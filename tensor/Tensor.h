@@ -136,7 +136,9 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   // Copies src (broadcast to this shape, any dtype/device) into this tensor.
-  Tensor& copy_(const Tensor& src);
+  // non_blocking: a copy between pinned host memory and a GPU returns before
+  // it has run, as in to() below.
+  Tensor& copy_(const Tensor& src, bool non_blocking = false);
   // A copy on `device` (this tensor itself when already there); differentiable.
   // non_blocking: a copy between pinned host memory (is_pinned) and a GPU
   // returns before it has run (synchronize the device or stream before

@@ -279,15 +279,15 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   native::check_defined("copy_", *this, "self");
   native::check_defined("copy_", src, "src");
   if (!autograd::any_requires_grad({this, &src}) || !is_floating_point()) {
-    native::copy_(*this, src);
+    native::copy_(*this, src, non_blocking);
     return *this;
   }
   autograd::check_inplace(*this, "copy_");
-  native::copy_(*this, src);
+  native::copy_(*this, src, non_blocking);
   auto node = std::make_shared<CopyBackward>(src.sizes(), src.device(), src.dtype());
   autograd::set_history(node, {*this, src}, {*this});
   return *this;

@@ -6,7 +6,8 @@
 #   3. training steps side by side with PyTorch on the same GPU: ResNet-50
 #      batch 128 at 224x224 with TF32 on (images/s, peak memory) and the
 #      tutorial ConvNet batch 128 (step time),
-#   4. the MNIST trainer for 2 epochs on cuda (wall time, accuracy),
+#   4. the MNIST trainer for 2 epochs on cuda, eager and with --cuda-graph
+#      (wall time, accuracy),
 #   5. the split_size experiment in the tutorial's configuration on one GPU
 #      (cuda:0,cuda:0).
 # Every step runs even when an earlier one fails; a summary ends the output
@@ -64,6 +65,11 @@ if [[ -d .gpu/data/mnist ]]; then
   .gpu/bin/mnist_train --device cuda --epochs 2 --data-dir .gpu/data/mnist >"$out/mnist.log" 2>&1
   rc=$?
   summary "mnist --device cuda --epochs 2: exit $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms wall, $(grep -i 'accuracy' "$out/mnist.log" | tail -1)"
+  start=$(date +%s%N)
+  .gpu/bin/mnist_train --device cuda --epochs 2 --cuda-graph --data-dir .gpu/data/mnist \
+    >"$out/mnist_graph.log" 2>&1
+  rc=$?
+  summary "mnist --device cuda --epochs 2 --cuda-graph: exit $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms wall, $(grep -i 'accuracy' "$out/mnist_graph.log" | tail -1)"
 fi
 
 .gpu/bin/split_size_experiment --devices cuda:0,cuda:0 --no-plot --out-dir "$out/split_size" \

@@ -84,7 +84,13 @@ class DeviceBackend final : public EventBackend {
   void* allocate_segment(size_t bytes) override {
     DeviceGuard guard(device_);
     void* p = nullptr;
+    // A new segment while a graph is being captured (its private pool
+    // growing): cudaMalloc is not a captured operation, and the segment
+    // outlives the graph, so it is safe; relaxed mode says so to CUDA.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t status = cudaMalloc(&p, bytes);
+    LOOM_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       return nullptr;  // the cache decides whether to flush and retry

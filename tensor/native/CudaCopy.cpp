@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "tensor/CudaGraph.h"
 #include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/DeferredChecks.h"
@@ -102,6 +103,8 @@ void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
   }
   // Blocking (or pageable host memory, which CUDA cannot copy behind the
   // host's back anyway): on the current stream, waited for.
+  cuda::check_not_capturing(device, "a copy between the host and cuda (item(), cpu(), to())",
+                            "it waits for the device");
   cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device, current);
   cuda::stream_synchronize(device, current);
   raise_deferred_errors();  // the host waited anyway: report failed checks

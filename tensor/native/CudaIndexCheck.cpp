@@ -14,6 +14,7 @@
 #include "tensor/DeferredChecks.h"
 #include "tensor/Factory.h"
 #include "tensor/cuda/Copy.h"
+#include "tensor/cuda/Graph.h"
 #include "tensor/cuda/Index.h"
 #include "tensor/cuda/StreamEvent.h"
 #include "tensor/native/Index.h"
@@ -52,9 +53,12 @@ class VerdictInFlight {
 void check_index_values(const Tensor& idx, int64_t limit, bool has_ignore, int64_t ignore,
                         const std::function<std::string(int64_t)>& message) {
   if (idx.numel() == 0) return;
-  raise_deferred_errors();  // an earlier op's failure comes first
   const int device = idx.device().index;
   const uint64_t stream = current_stream_handle(device);
+  // Inside a graph capture a verdict could not be read (its copy and event
+  // would be replayed, not run); the kernels skip bad values (CudaGraph.h).
+  if (stream_is_capturing(device, stream)) return;
+  raise_deferred_errors();  // an earlier op's failure comes first
   const Tensor verdict = empty({2}, TensorOptions(kInt64).device(idx.device()));
   find_bad_index(static_cast<const int64_t*>(idx.data_ptr()), idx.numel(), limit, has_ignore,
                  ignore, static_cast<int64_t*>(verdict.data_ptr()), device, stream);

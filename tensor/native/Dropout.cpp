@@ -1,6 +1,7 @@
 // Raw dropout: checks and one generator draw; the mask loop is in tensor/cpu/Dropout.cpp.
 #include "tensor/native/Dropout.h"
 
+#include "tensor/CudaGraph.h"
 #include "tensor/Factory.h"
 #include "tensor/native/Copy.h"
 
@@ -22,7 +23,11 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   Tensor out = empty(input.sizes(), options);
   Tensor mask = empty(input.sizes(), options);
-  if (input.is_cuda()) cuda::dropout_kernel(out, mask, contiguous(input), p, seed);
+  if (input.is_cuda()) {
+    cuda::check_not_capturing(input.device().index, "dropout",
+                              "its seed is drawn on the host, so every replay would repeat one mask");
+    cuda::dropout_kernel(out, mask, contiguous(input), p, seed);
+  }
   else cpu::dropout_kernel(out, mask, contiguous(input), p, seed);
   return {out, mask};
 }

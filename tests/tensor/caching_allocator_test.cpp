@@ -277,6 +277,33 @@ TEST(CachingAllocator, EmptyCacheReleasesOnlyWhollyFreeSegments) {
   f.alloc->free(keep);
 }
 
+// A kept pool (a captured CUDA graph's) survives empty_cache and the
+// out-of-memory retry until it is released.
+TEST(CachingAllocator, KeptPoolsAreNotReturned) {
+  Fixture f(24 * kMiB);
+  void* graph = f.alloc->allocate(12 * kMiB, 7);
+  void* other = f.alloc->allocate(4096, 0);
+  f.alloc->keep_pool(7);
+  f.alloc->keep_pool(7);  // counted
+  f.alloc->free(graph);
+  f.alloc->free(other);
+  f.alloc->empty_cache();
+  EXPECT_EQ(f.alloc->stats().num_segments, 1);  // stream 0's went, the kept one stayed
+  // Out of memory does not take it either.
+  EXPECT_LOOM_ERROR(f.alloc->allocate(20 * kMiB, 0), "out of memory on fake:0");
+  // Its stream still reuses it.
+  void* again = f.alloc->allocate(12 * kMiB, 7);
+  EXPECT_EQ(again, graph);
+  f.alloc->free(again);
+  f.alloc->release_pool(7);
+  f.alloc->empty_cache();
+  EXPECT_EQ(f.alloc->stats().num_segments, 1);  // one keep is left
+  f.alloc->release_pool(7);
+  f.alloc->empty_cache();
+  EXPECT_EQ(f.alloc->stats().num_segments, 0);
+  EXPECT_LOOM_ERROR(f.alloc->release_pool(7), "release_pool", "is not kept");
+}
+
 TEST(CachingAllocator, EmptyCacheWaitsForPendingFrees) {
   Fixture f;
   void* a = f.alloc->allocate(4096, 1);
