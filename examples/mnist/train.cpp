@@ -99,6 +99,8 @@ int run(const Flags& flags) {
   if (flags.threads > 0) set_num_threads(flags.threads);
   manual_seed(flags.seed);
   const Device device(flags.device);
+  LOOM_CHECK(!flags.cuda_graph || device.is_cuda(),
+             "--cuda-graph needs a CUDA device (--device cuda), got ", device.str());
   const std::string data_dir =
       flags.data_dir.empty() ? examples::workspace_root() + "/data/mnist" : examples::user_path(flags.data_dir);
 
@@ -116,8 +118,6 @@ int run(const Flags& flags) {
   nn::CrossEntropyLoss criterion;
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(flags.lr).momentum(flags.momentum));
 
-  LOOM_CHECK(!flags.cuda_graph || device.is_cuda(), "--cuda-graph needs a CUDA device (--device cuda), got ",
-             device.str());
   std::printf("loom MNIST: %lld train / %lld test images from %s, device %s, %d threads%s\n",
               static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
               data_dir.c_str(), device.str().c_str(), get_num_threads(),

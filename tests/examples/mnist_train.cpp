@@ -59,5 +59,14 @@ TEST(MnistTrainer, ReachesNinetySixPercentAndLoadsInPyTorch) {
   EXPECT_NEAR(std::stod(m[1]), accuracy, 0.1) << "loom: " << log << "\ntorch: " << py;
 }
 
+// --cuda-graph needs a GPU device: on the CPU it is a clear error, not a
+// silent eager run.
+TEST(MnistTrainer, CudaGraphOnTheCpuIsAnError) {
+  int rc = 0;
+  const std::string log = run("examples/mnist/train --device cpu --cuda-graph --epochs 1", rc);
+  EXPECT_EQ(rc, 1) << log;
+  EXPECT_THAT(log, ::testing::HasSubstr("--cuda-graph needs a CUDA device (--device cuda), got cpu"));
+}
+
 }  // namespace
 }  // namespace loom
