@@ -61,17 +61,21 @@ bool forget(const std::shared_ptr<DeferredCheck>& check) {
 void defer_check(DeferredCheck check) {
   LOOM_CHECK(check.arrived && check.wait && check.failure,
              "defer_check: a check needs arrived, wait and failure functions");
-  if (pending_deferred_checks() >= kMaxPending) {
+  {
+    // Registered first: trimming below may throw an older check's error,
+    // and this one must not be lost (its verdict may still be in flight).
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.pending.push_back(std::make_shared<DeferredCheck>(std::move(check)));
+  }
+  if (pending_deferred_checks() > kMaxPending) {
     raise_deferred_errors();
-    if (pending_deferred_checks() >= kMaxPending) {
+    if (pending_deferred_checks() > kMaxPending) {
       const auto oldest = snapshot().front();
       oldest->wait();
       raise_deferred_errors();
     }
   }
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.pending.push_back(std::make_shared<DeferredCheck>(std::move(check)));
 }
 
 void raise_deferred_errors(bool wait) {

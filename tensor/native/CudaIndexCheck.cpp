@@ -31,8 +31,15 @@ class VerdictInFlight {
       : host_(pinned_allocator().allocate(2 * sizeof(int64_t), Device(kCPU))),
         event_(event_create(device, false)) {}
   ~VerdictInFlight() {
+    bool arrived = false;
+    try {
+      arrived = event_query(event_);
+    } catch (...) {
+    }
     event_destroy(event_);
-    if (host_.deleter) host_.deleter(host_.data);
+    // A copy still in flight would land in whoever gets the block next: keep
+    // it (a few bytes, only when a check is dropped before its verdict).
+    if (arrived && host_.deleter) host_.deleter(host_.data);
   }
   VerdictInFlight(const VerdictInFlight&) = delete;
   VerdictInFlight& operator=(const VerdictInFlight&) = delete;

@@ -89,6 +89,15 @@ TEST_F(DeferredChecks, TooManyPendingWaitsForTheOldest) {
   EXPECT_LE(pending_deferred_checks(), 1024u);
 }
 
+TEST_F(DeferredChecks, AFailureThrownWhileTrimmingKeepsTheNewCheck) {
+  auto bad = defer_fake("an older failure");
+  bad->arrived = true;
+  for (int i = 0; i < 1023; ++i) defer_fake();  // 1024 pending
+  EXPECT_LOOM_ERROR(defer_fake("the newest"), "an older failure");
+  EXPECT_EQ(pending_deferred_checks(), 1024u);  // the newest is registered
+  EXPECT_LOOM_ERROR(raise_deferred_errors(true), "the newest");
+}
+
 TEST_F(DeferredChecks, IncompleteChecksAreRefused) {
   EXPECT_LOOM_ERROR(defer_check({}), "defer_check", "arrived, wait and failure");
 }
