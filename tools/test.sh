@@ -17,9 +17,14 @@
 #   LOOM_BAZEL_STARTUP    startup options, e.g. "--output_base=$HOME/.cache/ob-ci"
 #   LOOM_TEST_TOTALS      also write "passed failed skipped" to this file
 #   LOOM_TEST_EVENTS      keep bazel's build event file (JSON lines) here
+#   LOOM_DISK_CACHE_MAX_GB  bound on bazel's disk cache (default 24; trimmed
+#                         first, by tools/trim_disk_cache.sh)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Bazel never shrinks its disk cache; keep it bounded (tools/trim_disk_cache.sh).
+tools/trim_disk_cache.sh || true
 
 bazel_bin="${BAZEL:-bazel}"
 read -r -a startup <<<"${LOOM_BAZEL_STARTUP:-}"
