@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "tensor/CudaRuntime.h"
+#include "tensor/DeferredChecks.h"
 #include "tensor/Error.h"
 #include "tensor/Parallel.h"
+#include "tensor/ThreadName.h"
 #include "tensor/cuda/Copy.h"
 #include "tensor/cuda/StreamEvent.h"
-#include "tensor/DeferredChecks.h"
-#include "tensor/ThreadName.h"
 
 namespace loom {
 namespace detail {

@@ -119,8 +119,9 @@ void class_loss_backward_kernel(bool cross_entropy, const Tensor& grad_input, co
                                 int64_t S, int64_t ignore_index, double label_smoothing) {
   const Tensor scratch = scratch_doubles(x, 1);  // the sum of the class weights
   class_loss_backward(x.dtype(), cross_entropy, grad_input.data_ptr(), grad.data_ptr(),
-                      grad.numel() == 1, cptr<double>(divisor), x.data_ptr(), cptr<double>(logsumexp), cptr<int64_t>(target),
-                      cptr(weight), N, C, S, ignore_index, label_smoothing,
+                      grad.numel() == 1, cptr<double>(divisor), x.data_ptr(),
+                      cptr<double>(logsumexp), cptr<int64_t>(target), cptr(weight), N, C, S,
+                      ignore_index, label_smoothing,
                       static_cast<double*>(scratch.data_ptr()), device_of(x), stream_of(x));
 }
 

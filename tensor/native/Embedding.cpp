@@ -26,14 +26,13 @@ Tensor checked_indices(const char* op, const Tensor& indices, int64_t limit) {
   if (idx.is_cuda()) {
     // One device-side scan, its verdict deferred (no wait for the device).
     const std::string name = op;
+    const auto message = [name, limit](int64_t bad) {
+      if (limit < 0) return detail::str(name, ": class values must be non-negative, got ", bad);
+      return detail::str(name, ": index ", bad, " is out of range for a table of V = ", limit,
+                         " rows (expected [0, ", limit, "))");
+    };
     cuda::check_index_values(idx, limit < 0 ? std::numeric_limits<int64_t>::max() : limit, false,
-                             0, [name, limit](int64_t bad) {
-                               if (limit < 0)
-                                 return detail::str(name, ": class values must be non-negative, got ", bad);
-                               return detail::str(name, ": index ", bad,
-                                                  " is out of range for a table of V = ", limit,
-                                                  " rows (expected [0, ", limit, "))");
-                             });
+                             0, message);
     return idx;
   }
   const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
