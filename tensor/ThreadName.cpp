@@ -6,10 +6,18 @@
 
 namespace loom {
 
+#if defined(__linux__)
+namespace {
+// The kernel keeps 16 bytes with the terminating zero.
+void name_thread(pthread_t thread, const std::string& name) {
+  pthread_setname_np(thread, name.substr(0, 15).c_str());
+}
+}  // namespace
+#endif
+
 void set_current_thread_name(const std::string& name) {
 #if defined(__linux__)
-  // The kernel's limit is 16 bytes with the terminating zero.
-  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+  name_thread(pthread_self(), name);
 #else
   (void)name;
 #endif
@@ -17,7 +25,7 @@ void set_current_thread_name(const std::string& name) {
 
 void set_thread_name(std::thread& thread, const std::string& name) {
 #if defined(__linux__)
-  pthread_setname_np(thread.native_handle(), name.substr(0, 15).c_str());
+  name_thread(thread.native_handle(), name);
 #else
   (void)thread;
   (void)name;
