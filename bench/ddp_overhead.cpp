@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   double bucket_cap_mb = 25, first_bucket_cap_mb = 1;
   bool broadcast_buffers = true, check_consistency = true;
   size_t small_message_bytes = dist::ProcessGroupGlooOptions{}.small_message_bytes;
+  bool batch_transport_thread = dist::ProcessGroupGlooOptions{}.batch_transport_thread;
   app.add_option("--model", model_name, "convnet | resnet18")->capture_default_str();
   app.add_option("--batch", batch, "Images per rank per step")->capture_default_str();
   app.add_option("--size", size, "Image height and width")->capture_default_str();
@@ -67,12 +68,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--small-message-bytes", small_message_bytes, "ProcessGroupGlooOptions::small_message_bytes")
       ->capture_default_str();
+  app.add_option("--batch-transport-thread", batch_transport_thread,
+                 "ProcessGroupGlooOptions::batch_transport_thread")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
     dist::InitOptions init;
     init.gloo.check_consistency = check_consistency;
     init.gloo.small_message_bytes = small_message_bytes;
+    init.gloo.batch_transport_thread = batch_transport_thread;
     dist::init_process_group("gloo", init);
     const int rank = dist::get_rank();
     manual_seed(1234 + rank);

@@ -71,7 +71,13 @@ def main():
         print(f"torch ddp_overhead model=convnet ranks={dist.get_world_size()} batch_per_rank={a.batch} "
               f"size={a.size} threads={a.threads} local_ms={lm:.2f} ddp_ms={dm:.2f} "
               f"overhead_pct={100 * (dm / lm - 1):.1f}", flush=True)
-    dist.destroy_process_group()
+    # PyTorch 1.13 can hang at exit here: once rank 0 (the store's server) has
+    # gone, another rank's store client thread spins on the closed socket
+    # while ~ProcessGroupGloo joins a worker waiting for the GIL.  So every
+    # rank meets here, then leaves without tearing the group down.
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

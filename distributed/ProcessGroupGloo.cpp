@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include <gloo/allgather.h>
@@ -34,6 +35,7 @@
 #include "tensor/Factory.h"
 #include "tensor/Stream.h"
 #include "tensor/native/Copy.h"
+#include "distributed/gloo/BatchSchedulingGuard.h"
 #include "tensor/ThreadName.h"
 
 namespace loom {
@@ -472,7 +474,8 @@ struct ProcessGroupGloo::Worker {
 
 namespace {
 
-std::shared_ptr<::gloo::transport::Device> make_device(const std::string& interface_or_host) {
+std::shared_ptr<::gloo::transport::Device> make_device(const std::string& interface_or_host,
+                                                       bool batch_transport_thread) {
   ::gloo::transport::tcp::attr attr;
   std::string source = "interface_or_host";
   const char* env_name = nullptr;
@@ -511,8 +514,11 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& interf
                "127.0.0.1, or an interface name");
   }
   try {
-    // The device's transport loop thread inherits this name.
+    // The device's transport loop thread inherits this name, and the
+    // scheduling policy (design notes, "Transport thread").
     ThreadNameGuard name("loom-gloo-net");
+    std::optional<BatchSchedulingGuard> batch;
+    if (batch_transport_thread) batch.emplace();
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     LOOM_FAIL("ProcessGroupGloo: cannot open a TCP device on ", what_used, ": ", e.what(),
@@ -552,7 +558,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
              options_.small_message_bytes);
   shared_->small_bytes = (options_.small_message_bytes + 7) / 8 * 8;
   shared_->record_bytes = std::min(shared_->small_bytes, kRecordPayload);
-  shared_->device = make_device(options_.interface_or_host);
+  shared_->device = make_device(options_.interface_or_host, options_.batch_transport_thread);
 
   // Each rank counts the groups it has made on this store, so a second group
   // (same store, same ranks, e.g. after a failure) gets fresh keys.

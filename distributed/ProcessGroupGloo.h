@@ -51,6 +51,18 @@
 //   stream when the collective was issued has completed (so work queued
 //   before it, on any stream, is seen), and copies results back before the
 //   Work completes.
+// * Transport thread.  Gloo reads every socket on one loop thread per device
+//   (named loom-gloo-net) and the workers write from their own threads,
+//   each holding the connection's mutex.  A write wakes the peer's loop
+//   thread, and a woken thread may preempt the writer on its CPU with the
+//   mutex still held; the loop thread of that rank, when its socket turns
+//   readable meanwhile, fails its try_lock and spins on epoll until a
+//   scheduler tick (4 ms) lets the writer finish.  On a machine whose cores
+//   are all busy (two ranks on two cores) that stalled a 116 KB all-reduce
+//   for 3.5-4.5 ms instead of 0.5 ms.  So the loop thread runs under
+//   SCHED_BATCH (batch_transport_thread): it still gets its share of the
+//   CPU, but a wake-up never preempts; it waits for the running thread to
+//   block.  bench/RESULTS.md has the measurements.
 // * Point to point.  send/recv bypass the workers: the send is posted at once
 //   (it completes once the receiver has taken the data), a recv is driven by a
 //   helper thread; a small header travels first so that a size or dtype
@@ -102,12 +114,18 @@ struct ProcessGroupGlooOptions {
   // messages").  Rounded up to a multiple of 8; at most 16 MiB; 0 turns it
   // off.
   size_t small_message_bytes = 64 * 1024;
+  // Run Gloo's transport loop thread under SCHED_BATCH (design notes,
+  // "Transport thread"; Linux only).  Only the policy of a thread this
+  // constructor starts is changed, and only when the constructing thread
+  // runs under the default policy.
+  bool batch_transport_thread = true;
 
   ProcessGroupGlooOptions& set_timeout(std::chrono::milliseconds t) { timeout = t; return *this; }
   ProcessGroupGlooOptions& set_interface_or_host(std::string s) { interface_or_host = std::move(s); return *this; }
   ProcessGroupGlooOptions& set_threads(int n) { threads = n; return *this; }
   ProcessGroupGlooOptions& set_check_consistency(bool b) { check_consistency = b; return *this; }
   ProcessGroupGlooOptions& set_small_message_bytes(size_t n) { small_message_bytes = n; return *this; }
+  ProcessGroupGlooOptions& set_batch_transport_thread(bool b) { batch_transport_thread = b; return *this; }
 };
 
 class ProcessGroupGloo : public ProcessGroup {

@@ -7,6 +7,8 @@
 // process_group_gloo_processes_test): then every rank is a forked process
 // (distributed::spawn) meeting the others through a TCPStore, so the same
 // suite runs across real processes on loopback.
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -684,6 +686,40 @@ TEST(ProcessGroupGloo, ThreadsAreNamed) {
     EXPECT_EQ(names.count("loom-gloo-0"), 1u);
     EXPECT_EQ(names.count("loom-gloo-net"), 1u);
   });
+}
+
+// The transport loop thread (loom-gloo-net) runs under SCHED_BATCH unless
+// the option says otherwise; the constructing thread keeps its policy.
+std::vector<int> transport_thread_policies() {
+  std::vector<int> policies;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "loom-gloo-net")
+      policies.push_back(sched_getscheduler(std::stoi(task.path().filename().string())));
+  }
+  return policies;
+}
+
+TEST(ProcessGroupGloo, TransportThreadIsBatchScheduled) {
+  run_ranks(2, [](ProcessGroupGloo& pg, int) {
+    EXPECT_TRUE(pg.options().batch_transport_thread);
+    EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+    const std::vector<int> policies = transport_thread_policies();
+    ASSERT_FALSE(policies.empty());
+    for (int policy : policies) EXPECT_EQ(policy, SCHED_BATCH);
+  });
+}
+
+TEST(ProcessGroupGloo, TransportThreadKeepsTheDefaultPolicyWhenAsked) {
+  run_ranks(
+      2,
+      [](ProcessGroupGloo&, int) {
+        const std::vector<int> policies = transport_thread_policies();
+        ASSERT_FALSE(policies.empty());
+        for (int policy : policies) EXPECT_EQ(policy, SCHED_OTHER);
+      },
+      short_options().set_batch_transport_thread(false));
 }
 
 }  // namespace
