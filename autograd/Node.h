@@ -35,6 +35,15 @@ struct OutputMeta {
   Device device;
 };
 
+// The priority of a node that hands a gradient to another device (the
+// backward of a cross-device to()): ready, it runs before every other node of
+// its device, so the other device's thread gets its work as early as it can.
+// By creation order alone it would wait behind every node created after it;
+// in a micro-batch pipeline stage 1 runs ahead of stage 2, so every hand-over
+// was created before most of stage 2's nodes and stage 1's backward could
+// not start until all of stage 2's had finished.
+constexpr uint64_t kHandOverPriority = UINT64_MAX - 1;
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
@@ -62,6 +71,7 @@ class Node : public std::enable_shared_from_this<Node> {
   Device device() const { return device_; }
   void set_device(Device d) { device_ = d; }
   // Creation order; the engine prefers later nodes (reverse of forward).
+  // kHandOverPriority and AccumulateGrad's UINT64_MAX run as soon as ready.
   uint64_t sequence_nr() const { return sequence_nr_; }
   void set_sequence_nr(uint64_t s) { sequence_nr_ = s; }
 

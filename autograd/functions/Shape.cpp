@@ -235,8 +235,10 @@ class CopyBackward final : public Node {
 Tensor to_impl(const Tensor& self, Device device, DType dtype, bool non_blocking = false) {
   Tensor out = native::to(self, device, dtype, non_blocking);
   if (out.is_same(self)) return self;
-  if (out.is_floating_point() && self.is_floating_point())
-    record<ToCopyBackward>({self}, {out}, self.device(), self.dtype());
+  if (out.is_floating_point() && self.is_floating_point()) {
+    auto node = record<ToCopyBackward>({self}, {out}, self.device(), self.dtype());
+    if (node && out.device() != self.device()) node->set_sequence_nr(autograd::kHandOverPriority);
+  }
   return out;
 }
 
@@ -290,6 +292,7 @@ Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   native::copy_(*this, src, non_blocking);
   auto node = std::make_shared<CopyBackward>(src.sizes(), src.device(), src.dtype());
   autograd::set_history(node, {*this, src}, {*this});
+  if (src.device() != device()) node->set_sequence_nr(autograd::kHandOverPriority);
   return *this;
 }
 

@@ -2,7 +2,10 @@
 // branches on cpu:0 and cpu:1 overlaps in time.
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/TestUtil.h"
 
@@ -75,6 +78,41 @@ TEST(MultiDevice, ErrorInOneDeviceThreadReachesCaller) {
   Tensor z = (x1 * 5.0f).sum().to(Device("cpu"));
   z.backward();
   EXPECT_TRUE(AllClose(x1.grad().to(Device("cpu")), full({2}, 5.0f)));
+}
+
+// In a micro-batch pipeline stage 1 runs ahead of stage 2, so each hand-over
+// copy is created before most of stage 2's nodes.  Its backward must still run
+// as soon as its gradient is complete (handing stage 1 its work), not after
+// every node created later.
+TEST(MultiDevice, HandOverToAnotherDeviceRunsAsSoonAsReady) {
+  const Device d0("cpu"), d1("cpu:1");
+  Tensor w = ones({4}, TensorOptions().device(d0)).requires_grad_();
+  // Stage 1 of both micro-batches, then both hand-overs.
+  Tensor a1 = w * 2.0f, a2 = w * 3.0f;
+  Tensor c1 = a1.to(d1), c2 = a2.to(d1);
+  // Stage 2 of micro-batch 1, then of micro-batch 2.
+  Tensor y1 = ((c1 * 2.0f) + 1.0f) * 2.0f;
+  Tensor y2 = ((c2 * 2.0f) + 1.0f) * 2.0f;
+
+  std::mutex mutex;
+  std::vector<std::string> order;
+  auto mark = [&](const std::string& what) {
+    return [&, what](const Tensor&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      order.push_back(what);
+      return Tensor();
+    };
+  };
+  y1.register_hook(mark("stage 2 of micro-batch 1"));
+  y2.register_hook(mark("stage 2 of micro-batch 2"));
+  c1.register_hook(mark("hand-over of micro-batch 1"));
+  c2.register_hook(mark("hand-over of micro-batch 2"));
+  (y1.sum() + y2.sum()).backward();
+
+  EXPECT_EQ(order, (std::vector<std::string>{
+                       "stage 2 of micro-batch 2", "hand-over of micro-batch 2",
+                       "stage 2 of micro-batch 1", "hand-over of micro-batch 1"}));
+  EXPECT_TRUE(AllClose(w.grad(), full({4}, 2.0f * 4.0f + 3.0f * 4.0f)));
 }
 
 }  // namespace
