@@ -138,6 +138,27 @@ int main(int argc, char** argv) {
       });
     }
   }
+  if (what == "resnet50-small-maps") {
+    // ResNet-50's layer3/layer4 convolutions at 128x128 input (8x8 and 4x4
+    // maps) at batch 4 and 32: milliseconds per image, forward + backward with
+    // grad_input, to see what micro-batches cost (the split_size experiment).
+    const std::vector<std::vector<int64_t>> shapes = {
+        {1024, 8, 256, 1, 1, 0}, {256, 8, 256, 3, 1, 1}, {256, 8, 1024, 1, 1, 0},
+        {2048, 4, 512, 1, 1, 0}, {512, 4, 512, 3, 1, 1}, {512, 4, 2048, 1, 1, 0}};
+    Generator gen(3);
+    for (const auto& sh : shapes) {
+      for (int64_t batch : {4, 32}) {
+        Tensor x = randn({batch, sh[0], sh[1], sh[1]}, kFloat32, &gen).requires_grad_();
+        const Tensor w = randn({sh[2], sh[0], sh[3], sh[3]}, kFloat32, &gen).requires_grad_();
+        const std::string name = "C" + std::to_string(sh[0]) + " H" + std::to_string(sh[1]) +
+                                 " O" + std::to_string(sh[2]) + " k" + std::to_string(sh[3]) +
+                                 " batch " + std::to_string(batch);
+        time_it(name.c_str(), batch == 4 ? 40 : 5, [&] {
+          conv2d(x, w, Tensor(), {sh[4], sh[4]}, {sh[5], sh[5]}).sum().backward();
+        });
+      }
+    }
+  }
   if (what == "conv2") {
     Generator gen(1);
     const Tensor x2 = randn({128, 16, 14, 14}, kFloat32, &gen).requires_grad_();
