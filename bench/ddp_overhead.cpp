@@ -48,7 +48,7 @@ double max_over_ranks(double value) {
 int main(int argc, char** argv) {
   CLI::App app{"DDP step vs the same step without communication"};
   std::string model_name = "convnet";
-  int64_t batch = 64, size = 28, rounds = 10, block = 3, warmup = 5;
+  int64_t batch = 64, size = 28, rounds = 30, block = 3, warmup = 5;
   int threads = 1;
   double bucket_cap_mb = 25, first_bucket_cap_mb = 1;
   bool broadcast_buffers = true, check_consistency = true;
