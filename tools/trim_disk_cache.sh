@@ -16,7 +16,9 @@ max_gib="${1:-${LOOM_DISK_CACHE_MAX_GB:-24}}"
 [[ "$max_gib" =~ ^[0-9]+$ ]] || { echo "trim_disk_cache: max_gib must be a whole number, got '$max_gib'" >&2; exit 2; }
 [[ -d "$dir" ]] || exit 0
 limit=$((max_gib * 1024 * 1024 * 1024))
-total=$(find "$dir" -type f -printf '%s\n' | awk '{s += $1} END {printf "%d", s}')
+# %.0f, not %d: Debian's awk (mawk) clamps %d to 2^31 - 1, which read every
+# cache over 2 GiB as 2 GiB and never trimmed it.
+total=$(find "$dir" -type f -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')
 ((total > limit)) || exit 0
 target=$((limit * 3 / 4))
 before=$total
