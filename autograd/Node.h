@@ -36,8 +36,9 @@ struct OutputMeta {
 };
 
 // The priority of a node that hands a gradient to another device (the
-// backward of a cross-device to()): ready, it runs before every other node of
-// its device, so the other device's thread gets its work as early as it can.
+// backward of a cross-device to() or copy_()): ready, it runs before every
+// other node of its device, so the other device's thread gets its work as
+// early as it can.
 // By creation order alone it would wait behind every node created after it;
 // in a micro-batch pipeline stage 1 runs ahead of stage 2, so every hand-over
 // was created before most of stage 2's nodes and stage 1's backward could
