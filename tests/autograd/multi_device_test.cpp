@@ -2,6 +2,7 @@
 // branches on cpu:0 and cpu:1 overlaps in time.
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -83,13 +84,14 @@ TEST(MultiDevice, ErrorInOneDeviceThreadReachesCaller) {
 // In a micro-batch pipeline stage 1 runs ahead of stage 2, so each hand-over
 // copy is created before most of stage 2's nodes.  Its backward must still run
 // as soon as its gradient is complete (handing stage 1 its work), not after
-// every node created later.
-TEST(MultiDevice, HandOverToAnotherDeviceRunsAsSoonAsReady) {
-  const Device d0("cpu"), d1("cpu:1");
+// every node created later.  `hand_over` moves a cpu tensor to cpu:1.
+void expect_hand_over_runs_as_soon_as_ready(
+    const std::function<Tensor(const Tensor&)>& hand_over) {
+  const Device d0("cpu");
   Tensor w = ones({4}, TensorOptions().device(d0)).requires_grad_();
   // Stage 1 of both micro-batches, then both hand-overs.
   Tensor a1 = w * 2.0f, a2 = w * 3.0f;
-  Tensor c1 = a1.to(d1), c2 = a2.to(d1);
+  Tensor c1 = hand_over(a1), c2 = hand_over(a2);
   // Stage 2 of micro-batch 1, then of micro-batch 2.
   Tensor y1 = ((c1 * 2.0f) + 1.0f) * 2.0f;
   Tensor y2 = ((c2 * 2.0f) + 1.0f) * 2.0f;
@@ -113,6 +115,18 @@ TEST(MultiDevice, HandOverToAnotherDeviceRunsAsSoonAsReady) {
                        "stage 2 of micro-batch 2", "hand-over of micro-batch 2",
                        "stage 2 of micro-batch 1", "hand-over of micro-batch 1"}));
   EXPECT_TRUE(AllClose(w.grad(), full({4}, 2.0f * 4.0f + 3.0f * 4.0f)));
+}
+
+TEST(MultiDevice, HandOverToAnotherDeviceRunsAsSoonAsReady) {
+  expect_hand_over_runs_as_soon_as_ready([](const Tensor& t) { return t.to(Device("cpu:1")); });
+}
+
+TEST(MultiDevice, HandOverByCopyIntoAnotherDeviceRunsAsSoonAsReady) {
+  expect_hand_over_runs_as_soon_as_ready([](const Tensor& t) {
+    Tensor out = zeros(t.sizes(), TensorOptions().device(Device("cpu:1")));
+    out.copy_(t);
+    return out;
+  });
 }
 
 }  // namespace
