@@ -11,7 +11,6 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <optional>
 #include <sstream>
 
 #include <gloo/allgather.h>
@@ -29,13 +28,13 @@
 #include <gloo/types.h>
 
 #include "distributed/CollectiveChecks.h"
+#include "distributed/gloo/BatchSchedulingGuard.h"
 #include "distributed/gloo/GlooStore.h"
 #include "distributed/gloo/ReduceFunctions.h"
 #include "tensor/CudaMemory.h"
 #include "tensor/Factory.h"
 #include "tensor/Stream.h"
 #include "tensor/native/Copy.h"
-#include "distributed/gloo/BatchSchedulingGuard.h"
 #include "tensor/ThreadName.h"
 
 namespace loom {
@@ -517,8 +516,7 @@ std::shared_ptr<::gloo::transport::Device> make_device(const std::string& interf
     // The device's transport loop thread inherits this name, and the
     // scheduling policy (design notes, "Transport thread").
     ThreadNameGuard name("loom-gloo-net");
-    std::optional<BatchSchedulingGuard> batch;
-    if (batch_transport_thread) batch.emplace();
+    BatchSchedulingGuard batch(batch_transport_thread);
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     LOOM_FAIL("ProcessGroupGloo: cannot open a TCP device on ", what_used, ": ", e.what(),

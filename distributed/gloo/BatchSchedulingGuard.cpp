@@ -18,8 +18,8 @@ bool set_policy(int policy) {
 }
 }  // namespace
 
-BatchSchedulingGuard::BatchSchedulingGuard() {
-  if (sched_getscheduler(0) == SCHED_OTHER) active_ = set_policy(SCHED_BATCH);
+BatchSchedulingGuard::BatchSchedulingGuard(bool enable) {
+  if (enable && sched_getscheduler(0) == SCHED_OTHER) active_ = set_policy(SCHED_BATCH);
 }
 
 BatchSchedulingGuard::~BatchSchedulingGuard() {
@@ -30,7 +30,7 @@ bool current_thread_is_batch_scheduled() { return sched_getscheduler(0) == SCHED
 
 #else
 
-BatchSchedulingGuard::BatchSchedulingGuard() = default;
+BatchSchedulingGuard::BatchSchedulingGuard(bool) {}
 BatchSchedulingGuard::~BatchSchedulingGuard() = default;
 bool current_thread_is_batch_scheduled() { return false; }
 

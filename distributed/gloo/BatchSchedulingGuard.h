@@ -20,7 +20,8 @@ namespace distributed {
 
 class BatchSchedulingGuard {
  public:
-  BatchSchedulingGuard();
+  // enable = false: does nothing (for callers whose option turns it off).
+  explicit BatchSchedulingGuard(bool enable = true);
   ~BatchSchedulingGuard();
   BatchSchedulingGuard(const BatchSchedulingGuard&) = delete;
   BatchSchedulingGuard& operator=(const BatchSchedulingGuard&) = delete;

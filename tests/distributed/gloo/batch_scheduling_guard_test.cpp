@@ -32,6 +32,14 @@ TEST(BatchSchedulingGuard, SwitchesTheCallingThreadForItsScope) {
   });
 }
 
+TEST(BatchSchedulingGuard, DisabledDoesNothing) {
+  on_fresh_thread([] {
+    BatchSchedulingGuard guard(false);
+    EXPECT_FALSE(guard.active());
+    EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  });
+}
+
 TEST(BatchSchedulingGuard, ThreadsStartedInsideInheritThePolicy) {
   on_fresh_thread([] {
     bool child_batch = false;

@@ -673,16 +673,24 @@ TEST(ProcessGroupGloo, UnmatchedRecvTimesOut) {
       short_options(1, milliseconds(800)));
 }
 
+// This process's threads: (thread id, name), from /proc/self/task.
+std::vector<std::pair<pid_t, std::string>> process_threads() {
+  std::vector<std::pair<pid_t, std::string>> threads;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name))
+      threads.emplace_back(std::stoi(task.path().filename().string()), name);
+  }
+  return threads;
+}
+
 // Its threads carry names (top -H, perf, gdb): the workers and Gloo's
 // transport loop.
 TEST(ProcessGroupGloo, ThreadsAreNamed) {
   run_ranks(2, [](ProcessGroupGloo&, int) {
     std::set<std::string> names;
-    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-      std::ifstream comm(task.path() / "comm");
-      std::string name;
-      if (std::getline(comm, name)) names.insert(name);
-    }
+    for (const auto& thread : process_threads()) names.insert(thread.second);
     EXPECT_EQ(names.count("loom-gloo-0"), 1u);
     EXPECT_EQ(names.count("loom-gloo-net"), 1u);
   });
@@ -692,12 +700,8 @@ TEST(ProcessGroupGloo, ThreadsAreNamed) {
 // the option says otherwise; the constructing thread keeps its policy.
 std::vector<int> transport_thread_policies() {
   std::vector<int> policies;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    if (std::getline(comm, name) && name == "loom-gloo-net")
-      policies.push_back(sched_getscheduler(std::stoi(task.path().filename().string())));
-  }
+  for (const auto& [tid, name] : process_threads())
+    if (name == "loom-gloo-net") policies.push_back(sched_getscheduler(tid));
   return policies;
 }
 
