@@ -32,6 +32,13 @@ constexpr int64_t kColBudget = 160 * 1024;
 constexpr int64_t kSequentialColBudget = 4 * 1024 * 1024;
 // Below this many multiply-adds a convolution stays on one thread.
 constexpr int64_t kParallelMacs = 1 << 18;
+// A 1x1 stride-1 convolution multiplies each image's plane in place when it
+// has at least this many pixels.  Smaller planes (ResNet's last stage: 4x4,
+// 7x7) are copied side by side into one column matrix, so one GEMM covers
+// several images: per image, the weights would be packed for only a few
+// columns and, for grad_weight, the weight-sized result read and written
+// once per image.
+constexpr int64_t kIdentityDirectPixels = 128;
 
 template <typename T>
 T sum_row(const T* x, int64_t n) {
@@ -198,6 +205,14 @@ class ConvRunner {
   // col (CKK, chunk.cols()) for group `group`, images laid side by side.
   void im2col(const T* input, const Chunk& c, int64_t group, T* col, bool parallel) const {
     const int64_t ld = c.cols(), span = c.p1 - c.p0;
+    if (identity_) {  // each channel's pixels are one run
+      over(parallel, c.n0, c.n1, [&](int64_t n) {
+        const T* x = input + (n * g_.in_channels + group * cg_) * hw_ + c.p0;
+        T* d = col + (n - c.n0) * span;
+        for (int64_t ch = 0; ch < cg_; ++ch) copy_run(d + ch * ld, x + ch * hw_, span);
+      });
+      return;
+    }
     if (table_) {
       // Pad the chunk's images, then gather every row through one index table.
       const int64_t plane = padded_h() * padded_w(), img = cg_ * plane;
@@ -222,6 +237,14 @@ class ConvRunner {
   // once the images' last chunk is in.
   void col2im(const T* colg, const Chunk& c, int64_t group, T* grad_input, bool parallel) const {
     const int64_t ld = c.cols(), span = c.p1 - c.p0;
+    if (identity_) {  // every input pixel has exactly one column: a copy
+      over(parallel, c.n0, c.n1, [&](int64_t n) {
+        T* gx = grad_input + (n * g_.in_channels + group * cg_) * hw_ + c.p0;
+        const T* s = colg + (n - c.n0) * span;
+        for (int64_t ch = 0; ch < cg_; ++ch) copy_run(gx + ch * hw_, s + ch * ld, span);
+      });
+      return;
+    }
     if (table_) {
       // Scatter-add into padded gradients of the chunk's images (kept across
       // the chunks of one image), then copy their interiors out.
@@ -253,6 +276,12 @@ class ConvRunner {
                    grad_input + (n * g_.in_channels + group * cg_) * hw_);
     });
   }
+
+  // Whether chunk c's column matrix is the input itself (a 1x1 stride-1
+  // convolution over one image), so im2col/col2im are skipped.
+  bool in_place(const Chunk& c) const { return identity_ && c.images() == 1; }
+  // Whether chunks of at most max_cols columns may need a column buffer.
+  bool needs_col(int64_t max_cols) const { return !identity_ || max_cols > ohw_; }
 
   const ConvGeometry& g_;
   int64_t cg_, og_, kk_, ckk_, hw_, ohw_;
@@ -312,11 +341,13 @@ class ConvRunner {
   // Chunk sizes for an im2col buffer of `budget` elements.
   void plan(int64_t budget, int64_t& images, int64_t& pixels) const {
     const int64_t cols = std::max<int64_t>(32, budget / std::max<int64_t>(ckk_, 1));
-    if (ohw_ >= cols || identity_) {
+    if (identity_ && ohw_ >= kIdentityDirectPixels) {
+      images = 1;  // each image's plane is its column matrix: no copy, no budget
+      pixels = ohw_;
+    } else if (ohw_ >= cols) {
       images = 1;
       const int64_t pieces = (ohw_ + cols - 1) / cols;
       pixels = std::max<int64_t>(1, (ohw_ + pieces - 1) / pieces);
-      if (identity_) pixels = ohw_;
     } else {
       images = std::max<int64_t>(1, cols / std::max<int64_t>(ohw_, 1));
       pixels = ohw_;
@@ -450,7 +481,7 @@ void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, cons
     T* tmp;  // (Og, cols) when a chunk spans several images
   };
   auto begin = [&](int64_t max_cols, bool) {
-    return Buffers{r.identity_ ? nullptr : scratch<T>(kColSlot, r.ckk_ * max_cols),
+    return Buffers{r.needs_col(max_cols) ? scratch<T>(kColSlot, r.ckk_ * max_cols) : nullptr,
                    scratch<T>(kRowsSlot, r.og_ * max_cols)};
   };
   auto fn = [&](const Chunk& c, bool parallel, Buffers& buf) {
@@ -459,7 +490,7 @@ void conv2d_forward(const ConvGeometry& g, const T* input, const T* weight, cons
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       const T* b;
       int64_t ldb;
-      if (r.identity_) {
+      if (r.in_place(c)) {
         b = input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0;
         ldb = r.hw_;
       } else {
@@ -529,8 +560,9 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
       if (grad_weight != nullptr) s.gw.assign(weight_numel, T(0));
       if (grad_bias != nullptr) s.gb.assign(O, T(0));
     }
-    if (!r.identity_ && grad_weight != nullptr) s.col = scratch<T>(kColSlot, r.ckk_ * max_cols);
-    if (!r.identity_ && grad_input != nullptr)
+    if (r.needs_col(max_cols) && grad_weight != nullptr)
+      s.col = scratch<T>(kColSlot, r.ckk_ * max_cols);
+    if (r.needs_col(max_cols) && grad_input != nullptr)
       s.colg = scratch<T>(kColGradSlot, r.ckk_ * max_cols);
     s.gbuf = scratch<T>(kRowsSlot, r.og_ * max_cols);
     return s;
@@ -568,7 +600,7 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
       if (gw != nullptr) {
         const T* x;
         int64_t ldx;
-        if (r.identity_) {
+        if (r.in_place(c)) {
           x = input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0;
           ldx = r.hw_;
         } else {
@@ -580,7 +612,7 @@ void conv2d_backward(const ConvGeometry& g, const T* input, const T* weight, con
                     gw + grp * r.og_ * r.ckk_, r.ckk_);
       }
       if (grad_input != nullptr) {
-        if (r.identity_) {
+        if (r.in_place(c)) {
           run_gemm<T>(parallel, true, false, r.ckk_, cols, r.og_, wg, r.ckk_, go, ldg, T(0),
                       grad_input + (c.n0 * g.in_channels + grp * r.cg_) * r.hw_ + c.p0, r.hw_);
         } else {

@@ -114,6 +114,13 @@ TEST(Conv2d, ForwardAndBackwardMatchNaiveAcrossChunkingPaths) {
       {6, 64, 4, 4, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},
       // 1x1 stride 1: no im2col.
       {4, 24, 9, 9, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, true},
+      // 1x1 stride 1 on small planes (ResNet's last stage): several images
+      // copied side by side into one GEMM, parallel and sequential schemes,
+      // with groups, and a last chunk of one image.
+      {33, 48, 4, 4, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1, true},
+      {3, 64, 4, 4, 96, 1, 1, 1, 1, 0, 0, 1, 1, 1, false},
+      {5, 12, 3, 5, 8, 1, 1, 1, 1, 0, 0, 1, 1, 2, true},
+      {2, 6000, 7, 7, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, false},
       // 1x1 stride 2 (ResNet downsample), groups, dilation, odd strides.
       {3, 8, 9, 9, 6, 1, 1, 2, 2, 0, 0, 1, 1, 2, false},
       {4, 6, 11, 10, 9, 3, 2, 2, 3, 1, 2, 2, 1, 3, true},
