@@ -37,7 +37,64 @@ struct LaterFirst {
     return a.node->sequence_nr() < b.node->sequence_nr();
   }
 };
-using NodeQueue = std::priority_queue<NodeTask, std::vector<NodeTask>, LaterFirst>;
+
+// The ready nodes of one thread.  Deferred nodes (autograd/DeferWeightGrad.h)
+// wait apart and run only when no other node is ready; then the latest one
+// runs together with every ready deferred node of the same backward pass that
+// has the same next edges and that it coalesces with (Node::coalesces_with):
+// the weight gradients of a layer over all micro-batches in one product.
+class ReadyQueue {
+ public:
+  void push(NodeTask task) {
+    if (task.node->is_deferred()) {
+      deferred_.push_back(std::move(task));
+    } else {
+      ready_.push(std::move(task));
+    }
+  }
+  bool empty() const { return ready_.empty() && deferred_.empty(); }
+  // The next node to run, or a group of deferred nodes to run as one (the
+  // first is the one whose apply_coalesced runs).  Call only when !empty().
+  std::vector<NodeTask> pop() {
+    std::vector<NodeTask> group;
+    if (!ready_.empty()) {
+      group.push_back(ready_.top());
+      ready_.pop();
+      return group;
+    }
+    size_t lead = 0;
+    for (size_t i = 1; i < deferred_.size(); ++i)
+      if (deferred_[i].node->sequence_nr() > deferred_[lead].node->sequence_nr()) lead = i;
+    group.push_back(std::move(deferred_[lead]));
+    deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(lead));
+    const std::shared_ptr<GraphTask> task = group.front().task;
+    const std::shared_ptr<Node> lead_node = group.front().node;
+    for (size_t i = 0; i < deferred_.size();) {
+      const NodeTask& other = deferred_[i];
+      if (other.task == task && same_edges(*other.node, *lead_node) &&
+          lead_node->coalesces_with(*other.node)) {
+        group.push_back(std::move(deferred_[i]));
+        deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    return group;
+  }
+
+ private:
+  static bool same_edges(const Node& a, const Node& b) {
+    const auto& ea = a.next_edges();
+    const auto& eb = b.next_edges();
+    if (ea.size() != eb.size()) return false;
+    for (size_t i = 0; i < ea.size(); ++i)
+      if (ea[i].node != eb[i].node || ea[i].input_nr != eb[i].input_nr) return false;
+    return true;
+  }
+
+  std::priority_queue<NodeTask, std::vector<NodeTask>, LaterFirst> ready_;
+  std::vector<NodeTask> deferred_;
+};
 
 // The seed of a backward pass: forwards the root gradients along its edges.
 class GraphRoot final : public Node {
@@ -58,7 +115,7 @@ struct GraphTask {
 
   std::mutex mutex;
   std::condition_variable cv;
-  NodeQueue local;  // ready nodes for the calling thread
+  ReadyQueue local;  // ready nodes for the calling thread
   std::unordered_map<Node*, int> dependencies;
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
   std::unordered_set<Node*> needed;  // when !exec_all
@@ -104,7 +161,7 @@ class DeviceWorker {
   Device device_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  NodeQueue queue_;
+  ReadyQueue queue_;
 };
 
 // The device workers of this process.  Leaked on purpose: worker threads
@@ -167,11 +224,50 @@ void check_gradient(const Node& node, size_t i, const Tensor& grad, const Output
              expected.device);
 }
 
-// Runs one node and passes its gradients on.  Never throws: errors are stored
-// in the task and end the pass.
-void evaluate(NodeTask nt) {
-  GraphTask& task = *nt.task;
-  Node& node = *nt.node;
+// The incoming gradients of a node about to run: its pre-hooks applied and
+// missing ones filled with zeros.
+void prepare_inputs(Node& node, std::vector<Tensor>& grads) {
+  grads.resize(node.outputs().size());
+  for (const auto& [output_nr, hooks] : node.pre_hooks()) {
+    if (output_nr >= grads.size() || !grads[output_nr].defined()) continue;
+    for (const auto& hook : hooks) {
+      Tensor replaced = hook(grads[output_nr]);
+      if (replaced.defined()) grads[output_nr] = replaced;
+    }
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i].defined()) continue;
+    const OutputMeta& m = node.outputs()[i];
+    grads[i] = zeros(m.sizes, TensorOptions(m.dtype).device(m.device));
+  }
+}
+
+// Adds a gradient into a node's input buffer slot.  In place when the slot
+// holds the only reference to a dense buffer (no weight-sized temporary per
+// extra contribution); out of place otherwise, and always when the pass
+// records a graph of its own (create_graph).
+void accumulate(Tensor& slot, const Tensor& grad, bool create_graph) {
+  if (!slot.defined()) {
+    slot = grad;
+    return;
+  }
+  const bool sole = slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
+                    slot.is_contiguous() && !slot.requires_grad();
+  if (sole && !create_graph && slot.dtype() == grad.dtype()) {
+    NoGradGuard no_grad;
+    slot.add_(grad);
+  } else {
+    slot = slot + grad;
+  }
+}
+
+// Runs one node, or a group of deferred nodes as one (ReadyQueue::pop), and
+// passes the gradients on.  In a group, the first node returns the gradients
+// of the whole group and the others none.  Never throws: errors are stored in
+// the task and end the pass.
+void evaluate(std::vector<NodeTask> group) {
+  GraphTask& task = *group.front().task;
+  Node& node = *group.front().node;
   bool failed;
   {
     std::lock_guard<std::mutex> lock(task.mutex);
@@ -182,22 +278,20 @@ void evaluate(NodeTask nt) {
     try {
       CurrentTaskGuard current(&task);
       AutoGradMode mode(task.create_graph);
-      std::vector<Tensor>& grads = nt.inputs;
-      grads.resize(node.outputs().size());
-      for (const auto& [output_nr, hooks] : node.pre_hooks()) {
-        if (output_nr >= grads.size() || !grads[output_nr].defined()) continue;
-        for (const auto& hook : hooks) {
-          Tensor replaced = hook(grads[output_nr]);
-          if (replaced.defined()) grads[output_nr] = replaced;
+      for (NodeTask& nt : group) prepare_inputs(*nt.node, nt.inputs);
+      if (group.size() == 1) {
+        outputs = node.apply(std::move(group.front().inputs));
+      } else {
+        std::vector<Node*> nodes;
+        std::vector<std::vector<Tensor>> grads;
+        for (NodeTask& nt : group) {
+          nodes.push_back(nt.node.get());
+          grads.push_back(std::move(nt.inputs));
         }
+        outputs = node.apply_coalesced(nodes, std::move(grads));
       }
-      for (size_t i = 0; i < grads.size(); ++i) {
-        if (grads[i].defined()) continue;
-        const OutputMeta& m = node.outputs()[i];
-        grads[i] = zeros(m.sizes, TensorOptions(m.dtype).device(m.device));
-      }
-      outputs = node.apply(std::move(grads));
-      if (!task.keep_graph) node.release_saved();
+      if (!task.keep_graph)
+        for (NodeTask& nt : group) nt.node->release_saved();
       const auto& edges = node.next_edges();
       LOOM_CHECK(outputs.size() == edges.size() || edges.empty(), "Function ", node.name(),
                  " returned ", outputs.size(), " gradients but expected ", edges.size());
@@ -214,8 +308,9 @@ void evaluate(NodeTask nt) {
 
   std::lock_guard<std::mutex> lock(task.mutex);
   try {
-    if (!failed && !task.error) {
-      const auto& edges = node.next_edges();
+    for (size_t k = 0; k < group.size() && !failed && !task.error; ++k) {
+      const NodeTask& nt = group[k];
+      const auto& edges = nt.node->next_edges();
       for (size_t i = 0; i < edges.size(); ++i) {
         const Edge& e = edges[i];
         if (!e.is_valid()) continue;
@@ -224,10 +319,8 @@ void evaluate(NodeTask nt) {
         if (dep == task.dependencies.end()) continue;
         auto& buffer = task.buffers[next];
         buffer.resize(next->outputs().size());
-        if (outputs[i].defined()) {
-          Tensor& slot = buffer[e.input_nr];
-          slot = slot.defined() ? slot + outputs[i] : outputs[i];
-        }
+        if (k == 0 && outputs[i].defined())
+          accumulate(buffer[e.input_nr], outputs[i], task.create_graph);
         if (--dep->second > 0) continue;
         std::vector<Tensor> ready = std::move(buffer);
         task.buffers.erase(next);
@@ -240,7 +333,8 @@ void evaluate(NodeTask nt) {
   } catch (...) {
     if (!task.error) task.error = std::current_exception();
   }
-  if (--task.outstanding == 0) task.cv.notify_all();
+  task.outstanding -= static_cast<int>(group.size());
+  if (task.outstanding == 0) task.cv.notify_all();
 }
 
 void DeviceWorker::loop() {
@@ -250,14 +344,13 @@ void DeviceWorker::loop() {
   set_current_thread_name("loom-bwd-" + device_.str());
   if (device_.is_cpu()) set_thread_num_threads(device_num_threads(device_));
   while (true) {
-    NodeTask nt;
+    std::vector<NodeTask> next;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return !queue_.empty(); });
-      nt = queue_.top();
-      queue_.pop();
+      next = queue_.pop();
     }
-    evaluate(std::move(nt));
+    evaluate(std::move(next));
   }
 }
 
@@ -365,15 +458,14 @@ std::vector<Tensor> run(const std::vector<Tensor>& roots, const std::vector<Tens
     route(*task, NodeTask{task, root, {}});
   }
   while (true) {
-    NodeTask nt;
+    std::vector<NodeTask> next;
     {
       std::unique_lock<std::mutex> lock(task->mutex);
       task->cv.wait(lock, [&] { return !task->local.empty() || task->outstanding == 0; });
       if (task->local.empty()) break;
-      nt = task->local.top();
-      task->local.pop();
+      next = task->local.pop();
     }
-    evaluate(std::move(nt));
+    evaluate(std::move(next));
   }
   if (task->error) std::rethrow_exception(task->error);
   run_final_callbacks(*task);

@@ -14,6 +14,12 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 Node::Node() : sequence_nr_(g_next_sequence_nr++) {}
 
+std::vector<Tensor> Node::apply_coalesced(const std::vector<Node*>& group,
+                                          std::vector<std::vector<Tensor>>&& grads) {
+  (void)grads;
+  LOOM_FAIL(name(), " cannot run ", group.size(), " nodes as one (it coalesces with none)");
+}
+
 // ---- SavedTensor ------------------------------------------------------------------
 
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) {
@@ -121,6 +127,30 @@ void set_history(const std::shared_ptr<Node>& node, const std::vector<Tensor>& i
     meta.output_nr = static_cast<uint32_t>(i);
     meta.requires_grad = false;
   }
+}
+
+bool split_off_deferred(Node& node, const std::shared_ptr<Node>& twin, size_t first) {
+  auto& edges = node.next_edges();
+  if (first >= edges.size() || node.outputs().empty()) return false;
+  bool before = false, after = false;
+  for (size_t i = 0; i < edges.size(); ++i) (i < first ? before : after) |= edges[i].is_valid();
+  if (!before || !after) return false;
+  twin->next_edges() = edges;
+  for (size_t i = 0; i < first; ++i) twin->next_edges()[i] = Edge();
+  for (size_t i = first; i < edges.size(); ++i) edges[i] = Edge();
+  twin->outputs() = {node.outputs()[0]};
+  twin->set_device(node.device());
+  twin->set_sequence_nr(node.sequence_nr());
+  twin->set_deferred(true);
+  edges.push_back(Edge{twin, 0});
+  node.has_deferred_twin_ = true;
+  return true;
+}
+
+std::vector<Tensor> pass_through(const Node& node, std::vector<Tensor> grads,
+                                 const Tensor& grad_output) {
+  if (node.has_deferred_twin()) grads.push_back(grad_output);
+  return grads;
 }
 
 void check_inplace(const Tensor& self, const char* op) {

@@ -60,6 +60,20 @@ class Node : public std::enable_shared_from_this<Node> {
   // Frees saved tensors after a backward without retain_graph.
   virtual void release_saved() {}
 
+  // Deferred nodes only.  Whether `other`, another ready deferred node of the
+  // same backward pass with the same next edges, may run together with this
+  // one through apply_coalesced (e.g. one layer's weight gradients of several
+  // micro-batches).
+  virtual bool coalesces_with(const Node& other) const {
+    (void)other;
+    return false;
+  }
+  // Runs `group` (this node first, then nodes it coalesces with) as one:
+  // grads[k] are group[k]'s incoming gradients; returns this node's
+  // gradients for the sum over the group (the others pass nothing on).
+  virtual std::vector<Tensor> apply_coalesced(const std::vector<Node*>& group,
+                                              std::vector<std::vector<Tensor>>&& grads);
+
   std::vector<Edge>& next_edges() { return next_edges_; }
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   // Whether forward input i needs a gradient.
@@ -75,6 +89,13 @@ class Node : public std::enable_shared_from_this<Node> {
   // kHandOverPriority and AccumulateGrad's UINT64_MAX run as soon as ready.
   uint64_t sequence_nr() const { return sequence_nr_; }
   void set_sequence_nr(uint64_t s) { sequence_nr_ = s; }
+  // A deferred node runs only when no other node of its device is ready
+  // (the weight half of a split backward, autograd/DeferWeightGrad.h).
+  bool is_deferred() const { return deferred_; }
+  void set_deferred(bool deferred) { deferred_ = deferred; }
+  // Whether split_off_deferred gave this node a deferred twin: its apply then
+  // returns one more gradient, its output 0's, for the twin (pass_through).
+  bool has_deferred_twin() const { return has_deferred_twin_; }
 
   // Hooks on the gradient of forward output `output_nr`, run before apply.
   using PreHook = std::function<Tensor(const Tensor&)>;
@@ -89,6 +110,9 @@ class Node : public std::enable_shared_from_this<Node> {
   Device device_;
   uint64_t sequence_nr_;
   std::map<uint32_t, std::vector<PreHook>> pre_hooks_;
+  bool deferred_ = false;
+  bool has_deferred_twin_ = false;
+  friend bool split_off_deferred(Node& node, const std::shared_ptr<Node>& twin, size_t first);
 };
 
 // A tensor saved for backward.  Inputs are kept as they are; outputs are kept
@@ -138,6 +162,19 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
 // the outputs.  Inputs may include undefined tensors (invalid edges).
 void set_history(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs,
                  const std::vector<Tensor>& outputs);
+// Splits the gradients of next edges [first, end) of `node` (a weight and a
+// bias) off into `twin`, a fresh node of the same kind whose apply then
+// computes only those: twin gets node's edges from `first` on (the ones
+// before are left invalid), becomes deferred, runs on node's device and
+// takes node's output 0 gradient as its only input; node keeps the edges
+// before `first` and gets one more edge, to twin, along which its apply
+// passes that gradient on (pass_through).  Does nothing and returns false
+// unless an edge before `first` and one from `first` on need a gradient.
+bool split_off_deferred(Node& node, const std::shared_ptr<Node>& twin, size_t first);
+// In apply() of a node that may have been split: appends the pass-through
+// gradient (grad_output) to `grads` when the node has a deferred twin.
+std::vector<Tensor> pass_through(const Node& node, std::vector<Tensor> grads,
+                                 const Tensor& grad_output);
 // Throws when an in-place op would modify a leaf that requires grad or a view
 // whose base requires grad, while grad mode is on.
 void check_inplace(const Tensor& self, const char* op);

@@ -14,6 +14,7 @@
 
 #include "loom.h"
 #include "tensor/cpu/Gemm.h"
+#include "tensor/native/Convolution.h"
 #include "tensor/native/Normalization.h"
 #include "tensor/native/Pooling.h"
 #include "nn/models/ConvNet.h"
@@ -158,6 +159,59 @@ int main(int argc, char** argv) {
         });
       }
     }
+  }
+  if (what == "resnet50-stage2") {
+    // The split_size experiment's stage 2 (ResNet-50 layer3 + layer4 at
+    // 128x128 input) by phase: the whole batch of 32 in one call against 8
+    // micro-batches of 4, per conv shape times its count in the stage, in
+    // ms per batch of 32.  Forward, input gradient, weight gradient.
+    // {C, H, O, k, stride, pad, count}
+    const std::vector<std::vector<int64_t>> shapes = {
+        {512, 16, 256, 1, 1, 0, 1},  {256, 16, 256, 3, 2, 1, 1}, {256, 8, 1024, 1, 1, 0, 6},
+        {512, 16, 1024, 1, 2, 0, 1}, {1024, 8, 256, 1, 1, 0, 5}, {256, 8, 256, 3, 1, 1, 5},
+        {1024, 8, 512, 1, 1, 0, 1},  {512, 8, 512, 3, 2, 1, 1},  {512, 4, 2048, 1, 1, 0, 3},
+        {1024, 8, 2048, 1, 2, 0, 1}, {2048, 4, 512, 1, 1, 0, 2}, {512, 4, 512, 3, 1, 1, 2}};
+    const int64_t micro = argc > 3 ? std::atoll(argv[3]) : 4;
+    Generator gen(3);
+    double totals[2][3] = {};
+    for (const auto& sh : shapes) {
+      const IntList stride{sh[4], sh[4]}, pad{sh[5], sh[5]}, dil{1, 1};
+      const Tensor w = randn({sh[2], sh[0], sh[3], sh[3]}, kFloat32, &gen);
+      for (int part = 0; part < 2; ++part) {
+        const int64_t batch = part == 0 ? 32 : micro, pieces = 32 / batch;
+        const Tensor x = randn({batch, sh[0], sh[1], sh[1]}, kFloat32, &gen);
+        const Tensor go = randn(native::conv2d(x, w, Tensor(), stride, pad, dil, 1).sizes(),
+                                kFloat32, &gen);
+        Tensor gi, gw, gb;
+        auto best_ms = [&](const std::function<void()>& fn) {
+          double best = 1e30;
+          for (int r = 0; r < 4; ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int64_t p = 0; p < pieces; ++p) fn();
+            best = std::min(best, std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - t0).count());
+          }
+          return best * sh[6];
+        };
+        const double f = best_ms([&] { native::conv2d(x, w, Tensor(), stride, pad, dil, 1); });
+        const double i = best_ms([&] {
+          native::conv2d_backward(go, x, w, stride, pad, dil, 1, true, false, false, gi, gw, gb);
+        });
+        const double g = best_ms([&] {
+          native::conv2d_backward(go, x, w, stride, pad, dil, 1, false, true, false, gi, gw, gb);
+        });
+        totals[part][0] += f;
+        totals[part][1] += i;
+        totals[part][2] += g;
+        std::printf("  C%-4lld H%-2lld O%-4lld k%lld s%lld x%lld  batch %2lld: %6.1f %6.1f %6.1f ms\n",
+                    (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)sh[3],
+                    (long long)sh[4], (long long)sh[6], (long long)batch, f, i, g);
+      }
+    }
+    for (int part = 0; part < 2; ++part)
+      std::printf("stage 2 convs, %s: forward %7.1f ms  input grad %7.1f ms  weight grad %7.1f ms\n",
+                  part == 0 ? "batch 32" : (std::to_string(32 / micro) + " x micro-batch " + std::to_string(micro)).c_str(),
+                  totals[part][0], totals[part][1], totals[part][2]);
   }
   if (what == "conv2") {
     Generator gen(1);

@@ -6,6 +6,7 @@
 
 #include "autograd/Checkpoint.h"
 #include "autograd/Engine.h"
+#include "autograd/DeferWeightGrad.h"
 #include "autograd/GradMode.h"
 #include "autograd/functions/Functions.h"
 #include "nn/modules/BatchNorm.h"
@@ -156,6 +157,8 @@ bool PipeImpl::checkpointed(size_t i, size_t micro_batches) const {
 void PipeImpl::submit_micro_batch(Run& run, size_t i, const LossFn* loss_fn) const {
   const size_t n_stages = stages_.size();
   const bool recompute = checkpointed(i, run.inputs.size());
+  // Carried into the stream closures like grad mode.
+  autograd::DeferWeightGradGuard defer(options_.defer_weight_gradients_);
   Event previous;
   for (size_t s = 0; s < n_stages; ++s) {
     const Device device = options_.devices_[s];

@@ -34,6 +34,16 @@
 //   Gradients accumulate into .grad (call zero_grad() between steps, as
 //   usual); the returned loss is detached, on the last device.
 //
+// Deferred weight gradients (defer_weight_gradients, on by default): the
+// stages record their conv2d and linear backward split in two
+// (autograd/DeferWeightGrad.h).  Each device then passes a micro-batch's
+// input gradient to the stage before it first and computes weight gradients
+// when it would otherwise wait (the drain bubble), one product per layer over
+// all micro-batches whose weight gradients are waiting.  The gradients are
+// the same; until they run, the weight halves keep their output gradients
+// and inputs alive (with 1F1B, at most until the end of that micro-batch's
+// backward).
+//
 // BatchNorm inside a pipe normalises each micro-batch with that micro-batch's
 // statistics.  By default the running statistics are updated once per
 // micro-batch (as torchgpipe without deferred_batch_norm).  With
@@ -107,6 +117,7 @@ struct PipeOptions {
   PipeOptions& schedule(Schedule v) { schedule_ = v; return *this; }
   PipeOptions& checkpoint(Checkpoint v) { checkpoint_ = v; return *this; }
   PipeOptions& deferred_batch_norm(bool v) { deferred_batch_norm_ = v; return *this; }
+  PipeOptions& defer_weight_gradients(bool v) { defer_weight_gradients_ = v; return *this; }
 
   std::vector<Device> devices_;
   std::vector<int64_t> balance_;
@@ -115,6 +126,7 @@ struct PipeOptions {
   Schedule schedule_ = Schedule::kGPipe;
   Checkpoint checkpoint_ = Checkpoint::kNever;
   bool deferred_batch_norm_ = false;
+  bool defer_weight_gradients_ = true;
 };
 
 // loss_fn(output, target) -> a one-element loss (a mean over rows for the

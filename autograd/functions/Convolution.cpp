@@ -2,8 +2,10 @@
 // kernels of native::conv2d_backward (one pass computes all three gradients).
 #include "autograd/functions/Convolution.h"
 
+#include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Record.h"
 #include "tensor/native/Convolution.h"
+#include "tensor/native/Join.h"
 
 namespace loom {
 
@@ -13,7 +15,8 @@ using autograd::SavedTensor;
 
 namespace {
 
-// Inputs (input, weight, bias).
+// Inputs (input, weight, bias); the deferred twin of a split backward
+// (autograd/DeferWeightGrad.h) computes the weight and bias gradients.
 class Conv2dBackward final : public Node {
  public:
   Conv2dBackward(IntList stride, IntList padding, IntList dilation, int64_t groups)
@@ -21,13 +24,44 @@ class Conv2dBackward final : public Node {
         padding_(std::move(padding)),
         dilation_(std::move(dilation)),
         groups_(groups) {}
-  std::string name() const override { return "Conv2dBackward"; }
+  std::string name() const override {
+    return is_deferred() ? "Conv2dWeightBackward" : "Conv2dBackward";
+  }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor gi, gw, gb;
     native::conv2d_backward(grads[0], input.unpack(*this), weight.unpack(*this), stride_,
                             padding_, dilation_, groups_, needs_input_grad(0),
                             needs_input_grad(1), needs_input_grad(2), gi, gw, gb);
-    return {gi, gw, gb};
+    return autograd::pass_through(*this, {gi, gw, gb}, grads[0]);
+  }
+  // Twins of one layer (same weight and geometry, inputs differing only in
+  // batch size): their weight gradients are one product over the images of
+  // all of them.
+  bool coalesces_with(const Node& other) const override {
+    const auto* o = dynamic_cast<const Conv2dBackward*>(&other);
+    if (o == nullptr || !is_deferred() || !o->is_deferred() || o->stride_ != stride_ ||
+        o->padding_ != padding_ || o->dilation_ != dilation_ || o->groups_ != groups_)
+      return false;
+    const Tensor a = input.unpack(*this), b = o->input.unpack(*o);
+    if (a.dim() != 4 || b.dim() != 4 || a.dtype() != b.dtype() || a.device() != b.device())
+      return false;
+    for (int64_t d = 1; d < 4; ++d)
+      if (a.size(d) != b.size(d)) return false;
+    return true;
+  }
+  std::vector<Tensor> apply_coalesced(const std::vector<Node*>& group,
+                                      std::vector<std::vector<Tensor>>&& grads) override {
+    std::vector<Tensor> inputs, grad_outputs;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const auto& node = static_cast<const Conv2dBackward&>(*group[k]);
+      inputs.push_back(node.input.unpack(node));
+      grad_outputs.push_back(grads[k][0]);
+    }
+    Tensor gi, gw, gb;
+    native::conv2d_backward(native::cat(grad_outputs, 0), native::cat(inputs, 0),
+                            weight.unpack(*this), stride_, padding_, dilation_, groups_, false,
+                            needs_input_grad(1), needs_input_grad(2), gi, gw, gb);
+    return {Tensor(), gw, gb};
   }
   void release_saved() override {
     input.reset();
@@ -49,6 +83,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                                          dilation, groups)) {
     node->input = SavedTensor(input, false);
     node->weight = SavedTensor(weight, false);
+    if (autograd::DeferWeightGrad::is_enabled()) {
+      auto twin = std::make_shared<Conv2dBackward>(stride, padding, dilation, groups);
+      twin->input = node->input;
+      twin->weight = node->weight;
+      autograd::split_off_deferred(*node, twin, 1);
+    }
   }
   return out;
 }

@@ -4,9 +4,11 @@
 // backward sums them back.
 #include "autograd/functions/Linalg.h"
 
+#include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Record.h"
 #include "tensor/ShapeUtil.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/Join.h"
 #include "tensor/native/Linalg.h"
 #include "tensor/native/Views.h"
 
@@ -54,15 +56,45 @@ class BmmBackward final : public Node {
 };
 
 // Inputs (input, weight, bias).
+// Inputs (input, weight, bias); the deferred twin of a split backward
+// (autograd/DeferWeightGrad.h) computes the weight and bias gradients.
 class LinearBackward final : public Node {
  public:
-  std::string name() const override { return "LinearBackward"; }
+  std::string name() const override {
+    return is_deferred() ? "LinearWeightBackward" : "LinearBackward";
+  }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor gi, gw, gb;
     native::linear_backward(grads[0], input.unpack(*this), weight.unpack(*this),
                             needs_input_grad(0), needs_input_grad(1), needs_input_grad(2), gi, gw,
                             gb);
-    return {gi, gw, gb};
+    return autograd::pass_through(*this, {gi, gw, gb}, grads[0]);
+  }
+  // Twins of one layer: their weight gradients are one product over the
+  // rows of all of them.
+  bool coalesces_with(const Node& other) const override {
+    const auto* o = dynamic_cast<const LinearBackward*>(&other);
+    if (o == nullptr || !is_deferred() || !o->is_deferred()) return false;
+    const Tensor a = input.unpack(*this), b = o->input.unpack(*o);
+    if (a.dim() != b.dim() || a.dim() < 2 || a.dtype() != b.dtype() || a.device() != b.device())
+      return false;
+    for (int64_t d = 1; d < a.dim(); ++d)
+      if (a.size(d) != b.size(d)) return false;
+    return true;
+  }
+  std::vector<Tensor> apply_coalesced(const std::vector<Node*>& group,
+                                      std::vector<std::vector<Tensor>>&& grads) override {
+    std::vector<Tensor> inputs, grad_outputs;
+    for (size_t k = 0; k < group.size(); ++k) {
+      const auto& node = static_cast<const LinearBackward&>(*group[k]);
+      inputs.push_back(node.input.unpack(node));
+      grad_outputs.push_back(grads[k][0]);
+    }
+    Tensor gi, gw, gb;
+    native::linear_backward(native::cat(grad_outputs, 0), native::cat(inputs, 0),
+                            weight.unpack(*this), false, needs_input_grad(1), needs_input_grad(2),
+                            gi, gw, gb);
+    return {Tensor(), gw, gb};
   }
   void release_saved() override {
     input.reset();
@@ -110,6 +142,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     if (auto node = record<LinearBackward>({input, weight, bias}, {out})) {
       node->input = SavedTensor(input, false);
       node->weight = SavedTensor(weight, false);
+      if (autograd::DeferWeightGrad::is_enabled()) {
+        auto twin = std::make_shared<LinearBackward>();
+        twin->input = node->input;
+        twin->weight = node->weight;
+        autograd::split_off_deferred(*node, twin, 1);
+      }
     }
   return out;
 }

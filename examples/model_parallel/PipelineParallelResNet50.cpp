@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Shape.h"
 #include "tensor/Error.h"
 #include "tensor/Stream.h"
@@ -55,6 +56,8 @@ Tensor PipelineParallelResNet50Impl::forward(const Tensor& images) {
   const std::vector<Tensor> splits = split_images(images, "PipelineParallelResNet50");
   const size_t n = splits.size();
   const Device dev0 = device0(), dev1 = device1();
+  // Carried into the stream closures like grad mode.
+  autograd::DeferWeightGradGuard defer(defer_weight_gradients());
 
   if (!dev0.is_cpu() || !dev1.is_cpu()) {
     // The tutorial's loop, verbatim: ops on the calling thread.

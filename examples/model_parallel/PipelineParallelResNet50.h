@@ -20,6 +20,13 @@
 // CUDA devices have no streams in loom yet: there the loop runs on the calling
 // thread, exactly as the tutorial's Python code.
 //
+// Deferred weight gradients (on by default): the stages record their conv
+// and linear backward split in two (autograd/DeferWeightGrad.h), so in
+// backward each device hands the input gradient of a micro-batch on before
+// computing that micro-batch's weight gradients, which fill the time it would
+// otherwise wait.  Without it, device1 idles while device0 runs the backward
+// of the last micro-batch (the drain bubble).  Same gradients either way.
+//
 // Same results: in eval mode the logits, loss and gradients equal those of the
 // unsplit model for every split_size.  In training mode batch norm normalises
 // each micro-batch with its own statistics (as in the tutorial) and updates its
@@ -50,6 +57,8 @@ class PipelineParallelResNet50Impl : public ModelParallelResNet50Impl {
   int64_t split_size() const { return split_size_; }
   // Throws for split_size < 1.
   void set_split_size(int64_t split_size);
+  bool defer_weight_gradients() const { return defer_weight_gradients_; }
+  void set_defer_weight_gradients(bool defer) { defer_weight_gradients_ = defer; }
 
  protected:
   // Checks images (as ModelParallelResNet50::forward) and splits them into
@@ -58,6 +67,7 @@ class PipelineParallelResNet50Impl : public ModelParallelResNet50Impl {
 
  private:
   int64_t split_size_;
+  bool defer_weight_gradients_ = true;
 };
 LOOM_MODULE(PipelineParallelResNet50);
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Shape.h"
 #include "tensor/CudaMemory.h"
 #include "tensor/Stream.h"
@@ -19,6 +20,8 @@ Tensor StreamPipelineResNet50Impl::forward(const Tensor& images) {
   const std::vector<Tensor> splits = split_images(images, "StreamPipelineResNet50");
   const size_t n = splits.size();
   const Device dev1 = device1();
+  // Carried into the stream closures like grad mode.
+  autograd::DeferWeightGradGuard defer(defer_weight_gradients());
 
   auto features = std::make_shared<std::vector<Tensor>>(n);  // stage 1 outputs (device0)
   auto moved = std::make_shared<std::vector<Tensor>>(n);     // the same on device1

@@ -77,6 +77,7 @@ struct Flags {
   bool quick = false;
   bool no_plot = false;
   bool profile_stages = false;
+  bool no_defer_weight_grad = false;
 };
 
 struct Batch {
@@ -299,6 +300,7 @@ int run(const Flags& f) {
   {
     examples::PipelineParallelResNet50 pp(f.pipelined_split, f.num_classes, devices[0], devices[1]);
     pp->load_state_dict(weights);
+    pp->set_defer_weight_gradients(!f.no_defer_weight_grad);
     rows.push_back(measure("pipelined", f.pipelined_split, *pp, batches, devices, f));
     for (int64_t s : splits) {
       if (plain.count(s)) continue;
@@ -315,6 +317,7 @@ int run(const Flags& f) {
   {
     examples::StreamPipelineResNet50 sp(splits[0], f.num_classes, devices[0], devices[1]);
     sp->load_state_dict(weights);
+    sp->set_defer_weight_gradients(!f.no_defer_weight_grad);
     for (int64_t s : splits) {
       if (stream.count(s)) continue;
       sp->set_split_size(s);
@@ -401,6 +404,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-plot", f.no_plot, "Do not call gnuplot");
   app.add_flag("--profile-stages", f.profile_stages,
                "Also time each stage's forward and backward alone (the balance bound on the pipeline)");
+  app.add_flag("--no-defer-weight-grad", f.no_defer_weight_grad,
+               "Pipelines compute each micro-batch's weight gradients right after its input "
+               "gradients (without: deferred to when the device would wait; "
+               "autograd/DeferWeightGrad.h)");
   CLI11_PARSE(app, argc, argv);
   if (f.quick) {
     // The smoke configuration, for flags not given explicitly.

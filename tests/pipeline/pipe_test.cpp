@@ -109,6 +109,27 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Checkpoint::kNever, Checkpoint::kExceptLast,
                                          Checkpoint::kAlways)));
 
+// Deferred weight gradients (the default) change when weight gradients are
+// computed, not what they are.
+TEST(Pipe, DeferredWeightGradientsEqualUndeferredOnes) {
+  Generator gen(11);
+  const Tensor input = randn({9, 2, 4, 4}, {}, &gen);
+  const Tensor target = randn({9, 4}, {}, &gen);
+  nn::Sequential deferred_net = small_net();
+  nn::Sequential plain_net = clone_of(deferred_net);
+  Pipe deferred(deferred_net, PipeOptions({kCpu0, kCpu1}).balance({4, 2}).chunks(3));
+  Pipe plain(plain_net,
+             PipeOptions({kCpu0, kCpu1}).balance({4, 2}).chunks(3).defer_weight_gradients(false));
+  EXPECT_TRUE(deferred->options().defer_weight_gradients_);
+  auto loss = [](const Tensor& o, const Tensor& t) { return mse_loss(o, t); };
+  deferred->train_step(input, target, loss);
+  plain->train_step(input, target, loss);
+  const auto a = deferred_net->parameters(), b = plain_net->parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_LE(max_rel_error(a[i].grad().to(kCpu0), b[i].grad().to(kCpu0)), 1e-6) << i;
+}
+
 TEST(Pipe, SplitsLikeChunkAndSplit) {
   Pipe by_chunks(small_net(), PipeOptions({kCpu0, kCpu1}).chunks(3));
   auto pieces = by_chunks->split(zeros({7, 2}));

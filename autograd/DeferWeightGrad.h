@@ -1,0 +1,48 @@
+// Deferred weight gradients: the B/W split of zero-bubble pipeline
+// parallelism (Qi et al., 2023, "Zero Bubble Pipeline Parallelism").
+//
+// While a DeferWeightGradGuard is alive on a thread (and in the closures that
+// thread submits to streams, which carry the mode like GradMode), conv2d and
+// linear record their backward as two nodes when both the input and a weight
+// (or bias) need a gradient:
+//
+//   the input node     computes the input gradient and passes the output
+//                      gradient on to
+//   the weight node    a *deferred* node computing the weight and bias
+//                      gradients (then AccumulateGrad as usual).
+//
+// The engine runs a deferred node only when no other node of its device is
+// ready (autograd/Engine.cpp).  In a micro-batch pipeline the last stage's
+// device therefore hands every micro-batch's input gradient to the stage
+// before it first, and computes its weight gradients in the time it would
+// otherwise wait for that stage to drain: the drain bubble mostly disappears.
+// Results are the same products, accumulated in another order.  The price is
+// memory: a weight node keeps its output gradient and the saved input until
+// it runs, at the latest at the end of the backward pass, so a single-device
+// model gains nothing from it and should not use it.
+#pragma once
+
+namespace loom {
+namespace autograd {
+
+struct DeferWeightGrad {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+// Records split (deferred) weight gradients until the end of the scope.
+class DeferWeightGradGuard {
+ public:
+  explicit DeferWeightGradGuard(bool enabled = true) : previous_(DeferWeightGrad::is_enabled()) {
+    DeferWeightGrad::set_enabled(enabled);
+  }
+  ~DeferWeightGradGuard() { DeferWeightGrad::set_enabled(previous_); }
+  DeferWeightGradGuard(const DeferWeightGradGuard&) = delete;
+  DeferWeightGradGuard& operator=(const DeferWeightGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace autograd
+}  // namespace loom
