@@ -160,17 +160,24 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (what == "resnet50-stage2") {
-    // The split_size experiment's stage 2 (ResNet-50 layer3 + layer4 at
-    // 128x128 input) by phase: the whole batch of 32 in one call against 8
-    // micro-batches of 4, per conv shape times its count in the stage, in
-    // ms per batch of 32.  Forward, input gradient, weight gradient.
+  if (what == "resnet50-stage1" || what == "resnet50-stage2") {
+    // The split_size experiment's stages (ResNet-50 at 128x128 input; stage 1
+    // = conv1 + layer1 + layer2, stage 2 = layer3 + layer4) by phase: the
+    // whole batch of 32 in one call against micro-batches (argument 3,
+    // default 4), per conv shape times its count in the stage, in ms per
+    // batch of 32.  Forward, input gradient, weight gradient.
     // {C, H, O, k, stride, pad, count}
-    const std::vector<std::vector<int64_t>> shapes = {
+    const std::vector<std::vector<int64_t>> stage1 = {
+        {3, 128, 64, 7, 2, 3, 1},   {64, 32, 64, 1, 1, 0, 1},   {64, 32, 64, 3, 1, 1, 3},
+        {64, 32, 256, 1, 1, 0, 4},  {256, 32, 64, 1, 1, 0, 2},  {256, 32, 128, 1, 1, 0, 1},
+        {128, 32, 128, 3, 2, 1, 1}, {128, 16, 512, 1, 1, 0, 4}, {256, 32, 512, 1, 2, 0, 1},
+        {512, 16, 128, 1, 1, 0, 3}, {128, 16, 128, 3, 1, 1, 3}};
+    const std::vector<std::vector<int64_t>> stage2 = {
         {512, 16, 256, 1, 1, 0, 1},  {256, 16, 256, 3, 2, 1, 1}, {256, 8, 1024, 1, 1, 0, 6},
         {512, 16, 1024, 1, 2, 0, 1}, {1024, 8, 256, 1, 1, 0, 5}, {256, 8, 256, 3, 1, 1, 5},
         {1024, 8, 512, 1, 1, 0, 1},  {512, 8, 512, 3, 2, 1, 1},  {512, 4, 2048, 1, 1, 0, 3},
         {1024, 8, 2048, 1, 2, 0, 1}, {2048, 4, 512, 1, 1, 0, 2}, {512, 4, 512, 3, 1, 1, 2}};
+    const auto& shapes = what == "resnet50-stage1" ? stage1 : stage2;
     const int64_t micro = argc > 3 ? std::atoll(argv[3]) : 4;
     Generator gen(3);
     double totals[2][3] = {};
@@ -209,8 +216,8 @@ int main(int argc, char** argv) {
       }
     }
     for (int part = 0; part < 2; ++part)
-      std::printf("stage 2 convs, %s: forward %7.1f ms  input grad %7.1f ms  weight grad %7.1f ms\n",
-                  part == 0 ? "batch 32" : (std::to_string(32 / micro) + " x micro-batch " + std::to_string(micro)).c_str(),
+      std::printf("%s convs, %s: forward %7.1f ms  input grad %7.1f ms  weight grad %7.1f ms\n",
+                  what.c_str() + 9, part == 0 ? "batch 32" : (std::to_string(32 / micro) + " x micro-batch " + std::to_string(micro)).c_str(),
                   totals[part][0], totals[part][1], totals[part][2]);
   }
   if (what == "conv2") {

@@ -3,7 +3,8 @@
 // * Stride-1 float32 convolutions whose padded width wastes little (the
 //   3x3/5x5 "same" convs of ConvNets and early ResNet stages) skip im2col:
 //   the GEMM reads the zero-padded image through shifted rows
-//   (ConvolutionShifted.cpp), parallel over images.
+//   (ConvolutionShifted.cpp), parallel over images.  Not the backward of 1x1
+//   unpadded convolutions: their gradients are plain GEMMs (below).
 // * Everything else is im2col + GEMM.  The output pixels of the minibatch are
 //   cut into chunks whose im2col matrix fits in L2 (a pixel range of one
 //   image, or several whole images); each thread owns whole images, so it can
