@@ -9,7 +9,9 @@
 //
 // One run (the tutorial's train(model)): num_batches steps of MSELoss against
 // one-hot labels + SGD(lr 0.001) on random images, model.train(True).  Each
-// configuration is timed --repeats times after --warmup untimed runs; the
+// configuration is timed --repeats times after --warmup untimed runs, in
+// rounds that run every configuration once (so a slow spell of the machine
+// touches all of them alike, not whichever ran then); the
 // table shows mean ± std seconds (population std, as numpy.std) and the
 // speed-up over the single-device run; while measuring, each row also shows
 // the time per run spent in forward, backward and the optimizer (zero_grad +
@@ -152,27 +154,57 @@ void train(nn::Module& model, const std::vector<Batch>& batches,
   }
 }
 
-Row measure(const std::string& mode, int64_t split_size, nn::Module& model,
-            const std::vector<Batch>& batches, const std::vector<Device>& devices,
-            const Flags& f) {
-  Row row{mode, split_size, {}};
+// One configuration to time: a model, the split size it runs at (0: none)
+// and the intra-op threads per device it gets.
+struct Config {
+  std::string mode;
+  int64_t split_size;
+  nn::Module* model;
+  int threads;
   Phases phases;
-  for (int64_t i = 0; i < f.warmup; ++i) train(model, batches, devices, phases);
-  phases = Phases();
-  for (int64_t i = 0; i < f.repeats; ++i) {
+  Row row;
+};
+
+void use_threads(int threads, const std::vector<Device>& devices);
+
+// Times every configuration `repeats` times, round-robin: round r runs each
+// configuration once.  Measured one after the other instead, a drift in the
+// machine's speed (a noisy neighbour on a shared host, seen to change run
+// times by 20-40% for minutes) lands on whichever configurations ran then;
+// interleaved, every configuration sees it alike, so the speed-ups compare
+// like with like.
+void measure_all(std::vector<Config>& configs, const std::vector<Batch>& batches,
+                 const std::vector<Device>& devices, const Flags& f) {
+  auto run_once = [&](Config& c) {
+    use_threads(c.threads, devices);
+    if (auto* pp = dynamic_cast<examples::PipelineParallelResNet50Impl*>(c.model))
+      pp->set_split_size(c.split_size);
     const auto start = now(devices);
-    train(model, batches, devices, phases);
-    row.times.push_back(seconds_since(start, devices));
+    train(*c.model, batches, devices, c.phases);
+    return seconds_since(start, devices);
+  };
+  for (int64_t i = 0; i < f.warmup; ++i)
+    for (Config& c : configs) run_once(c);
+  for (Config& c : configs) c.phases = Phases();
+  for (int64_t r = 0; r < f.repeats; ++r) {
+    for (Config& c : configs) c.row.times.push_back(run_once(c));
+    std::printf("  round %lld of %lld done\n", (long long)(r + 1), (long long)f.repeats);
+    std::fflush(stdout);
   }
-  for (double t : row.times) row.mean += t / row.times.size();
-  for (double t : row.times) row.std += (t - row.mean) * (t - row.mean) / row.times.size();
-  row.std = std::sqrt(row.std);
   const double n = static_cast<double>(f.repeats);
-  std::printf("  %-16s split %-4s %8.3f s ± %.3f   (forward %.3f, backward %.3f, step %.3f)\n",
-              mode.c_str(), split_size > 0 ? std::to_string(split_size).c_str() : "-", row.mean,
-              row.std, phases.forward / n, phases.backward / n, phases.step / n);
+  for (Config& c : configs) {
+    Row& row = c.row;
+    row.mode = c.mode;
+    row.split_size = c.split_size;
+    for (double t : row.times) row.mean += t / row.times.size();
+    for (double t : row.times) row.std += (t - row.mean) * (t - row.mean) / row.times.size();
+    row.std = std::sqrt(row.std);
+    std::printf("  %-16s split %-4s %8.3f s ± %.3f   (forward %.3f, backward %.3f, step %.3f)\n",
+                c.mode.c_str(), c.split_size > 0 ? std::to_string(c.split_size).c_str() : "-",
+                row.mean, row.std, c.phases.forward / n, c.phases.backward / n,
+                c.phases.step / n);
+  }
   std::fflush(stdout);
-  return row;
 }
 
 // Times each stage's forward and backward alone, one after the other on the
@@ -280,49 +312,50 @@ int run(const Flags& f) {
   const nn::StateDict weights = reference->state_dict();
   std::vector<Row> rows;
 
-  use_threads(f.single_threads, devices);
-  {
-    nn::models::ResNet single = nn::models::resnet50(f.num_classes);
-    single->load_state_dict(weights);
-    single->to(devices[0]);
-    rows.push_back(measure("single", 0, *single, batches, devices, f));
-  }
+  nn::models::ResNet single = nn::models::resnet50(f.num_classes);
+  single->load_state_dict(weights);
+  single->to(devices[0]);
   reference = nullptr;
-
   use_threads(f.threads_per_device, devices);
   if (f.profile_stages) profile_stages(weights, batches, devices, f);
-  {
-    examples::ModelParallelResNet50 mp(f.num_classes, devices[0], devices[1]);
-    mp->load_state_dict(weights);
-    rows.push_back(measure("model_parallel", 0, *mp, batches, devices, f));
-  }
+  examples::ModelParallelResNet50 mp(f.num_classes, devices[0], devices[1]);
+  mp->load_state_dict(weights);
+  examples::PipelineParallelResNet50 pp(f.pipelined_split, f.num_classes, devices[0], devices[1]);
+  pp->load_state_dict(weights);
+  pp->set_defer_weight_gradients(!f.no_defer_weight_grad);
+  examples::StreamPipelineResNet50 sp(splits[0], f.num_classes, devices[0], devices[1]);
+  sp->load_state_dict(weights);
+  sp->set_defer_weight_gradients(!f.no_defer_weight_grad);
+
+  // single, model parallel, pipelined at --pipelined-split, then the sweep
+  // (the plain pipeline at --pipelined-split is the "pipelined" row itself).
+  std::vector<Config> configs;
+  const int per_device = f.threads_per_device;
+  configs.push_back({"single", 0, single.get(), f.single_threads, {}, {}});
+  configs.push_back({"model_parallel", 0, mp.get(), per_device, {}, {}});
+  configs.push_back({"pipelined", f.pipelined_split, pp.get(), per_device, {}, {}});
+  std::vector<int64_t> sweep_splits;
+  for (int64_t s : splits)
+    if (std::find(sweep_splits.begin(), sweep_splits.end(), s) == sweep_splits.end())
+      sweep_splits.push_back(s);
+  std::sort(sweep_splits.begin(), sweep_splits.end());
+  for (int64_t s : sweep_splits)
+    if (s != f.pipelined_split) configs.push_back({"pipeline", s, pp.get(), per_device, {}, {}});
+  for (int64_t s : sweep_splits)
+    configs.push_back({"stream_pipeline", s, sp.get(), per_device, {}, {}});
+  measure_all(configs, batches, devices, f);
+
   std::map<int64_t, Row> plain, stream;
-  {
-    examples::PipelineParallelResNet50 pp(f.pipelined_split, f.num_classes, devices[0], devices[1]);
-    pp->load_state_dict(weights);
-    pp->set_defer_weight_gradients(!f.no_defer_weight_grad);
-    rows.push_back(measure("pipelined", f.pipelined_split, *pp, batches, devices, f));
-    for (int64_t s : splits) {
-      if (plain.count(s)) continue;
-      if (s == f.pipelined_split) {
-        Row r = rows.back();
-        r.mode = "pipeline";
-        plain[s] = r;  // the same configuration, measured just above
-        continue;
-      }
-      pp->set_split_size(s);
-      plain[s] = measure("pipeline", s, *pp, batches, devices, f);
+  for (const Config& c : configs) {
+    if (c.mode == "single" || c.mode == "model_parallel" || c.mode == "pipelined")
+      rows.push_back(c.row);
+    if (c.mode == "pipelined" && std::count(sweep_splits.begin(), sweep_splits.end(), c.split_size)) {
+      Row r = c.row;
+      r.mode = "pipeline";
+      plain[c.split_size] = r;  // the same configuration
     }
-  }
-  {
-    examples::StreamPipelineResNet50 sp(splits[0], f.num_classes, devices[0], devices[1]);
-    sp->load_state_dict(weights);
-    sp->set_defer_weight_gradients(!f.no_defer_weight_grad);
-    for (int64_t s : splits) {
-      if (stream.count(s)) continue;
-      sp->set_split_size(s);
-      stream[s] = measure("stream_pipeline", s, *sp, batches, devices, f);
-    }
+    if (c.mode == "pipeline") plain[c.split_size] = c.row;
+    if (c.mode == "stream_pipeline") stream[c.split_size] = c.row;
   }
   for (const auto& [s, r] : plain) rows.push_back(r);
   for (const auto& [s, r] : stream) rows.push_back(r);
