@@ -6,7 +6,16 @@
 // a constant and the GEMM reads it in place (Gemm.h, gemm_shifted_*).  The
 // Wp - OW extra columns per row are computed and dropped; the dispatch only
 // picks this path when that waste is small (<= 1/3), which it is for the
-// 3x3/5x5 "same" convolutions of ConvNets and ResNets above 8x8.
+// 3x3/5x5 "same" convolutions of ConvNets and ResNets above 8x8.  Kernels
+// larger than 1x1 with more than kCachedWeights weights also need
+// kMinWideColumns (wide) output columns per image: each image's product
+// streams all of the packed weights, and on small planes with large weights
+// (ResNet-50's 256-channel 3x3 convs on 8x8 maps: 2.4 MB of weights for 80
+// columns) im2col + one GEMM over several images is faster
+// (conv_bench resnet50-stage2, those five convs at batch 4: forward 166 ->
+// 128 ms, input grad 205 -> 130 ms, weight grad 199 -> 138 ms; at batch 32
+// 161/168/155 -> 139/142/141 ms).  A 1x1 forward on such planes stays here
+// (the GEMM path's gather and scatter of several images cost more).
 //
 //   forward      out' (Og, OH*Wp)  = W_g (Og, CKK) @ shift(xpad)
 //   grad_weight  gW_g^T (CKK, Og) += shift(xpad) @ gO'^T (OH*Wp, Og)   (gO' is gO
@@ -30,6 +39,8 @@ namespace {
 
 constexpr int64_t kParallelMacs = 1 << 18;  // below this, one thread
 constexpr int64_t kImagesPerPass = 8;       // images per grad_weight product
+constexpr int64_t kMinWideColumns = 128;    // per image, see the top
+constexpr int64_t kCachedWeights = 256 * 1024;  // floats: half an L2 of 2 MiB
 
 enum Slot { kPadSlot, kOutSlot, kGradPadSlot, kGradWideSlot, kNumSlots };
 
@@ -107,7 +118,11 @@ void for_images(const ConvGeometry& g, int64_t grain, const Fn& fn) {
 bool shifted_forward_ok(const ConvGeometry& g) {
   if (!shifted_kernels_available() || g.stride_h != 1 || g.stride_w != 1) return false;
   const int64_t wp = g.width + 2 * g.pad_w;
-  return 3 * wp <= 4 * g.out_w && g.out_h * wp >= 64;
+  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1;
+  const int64_t weights = g.out_channels / g.groups * (g.in_channels / g.groups) * g.kernel_h *
+                          g.kernel_w;
+  const bool streamed = !pointwise && weights > kCachedWeights;
+  return 3 * wp <= 4 * g.out_w && g.out_h * wp >= (streamed ? kMinWideColumns : 64);
 }
 
 bool shifted_backward_ok(const ConvGeometry& g, bool need_input) {

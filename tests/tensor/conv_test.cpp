@@ -130,6 +130,9 @@ TEST(Conv2d, ForwardAndBackwardMatchNaiveAcrossChunkingPaths) {
       {3, 8, 12, 12, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, true},
       {2, 4, 10, 14, 8, 3, 5, 1, 1, 1, 2, 1, 1, 1, false},
       {9, 16, 14, 14, 32, 5, 5, 1, 1, 2, 2, 1, 1, 1, true},
+      // Stride 1 on a small plane with large weights: im2col, not the
+      // shifted rows (which would stream the weights once per image).
+      {3, 160, 8, 8, 200, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},
       // Narrow outputs in tall images: index-table im2col over pixel chunks.
       {5, 64, 200, 12, 8, 3, 3, 1, 2, 1, 1, 1, 1, 2, true},
   };
