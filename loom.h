@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autograd/Checkpoint.h"
+#include "autograd/DeferWeightGrad.h"
 #include "autograd/Engine.h"
 #include "autograd/GradMode.h"
 #include "autograd/Gradcheck.h"
