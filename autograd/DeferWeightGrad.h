@@ -22,6 +22,11 @@
 // model gains nothing from it and should not use it.
 #pragma once
 
+#include <utility>
+#include <vector>
+
+#include "autograd/Node.h"
+
 namespace loom {
 namespace autograd {
 
@@ -43,6 +48,31 @@ class DeferWeightGradGuard {
  private:
   bool previous_;
 };
+
+// ---- for ops whose weight halves coalesce (Node::apply_coalesced) -------------
+
+// Whether two weight halves' saved inputs stack along dim 0 (micro-batches
+// side by side): the same rank (at least min_dim), dtype, device and sizes
+// past dim 0.
+bool stacks_along_batch(const Tensor& a, const Tensor& b, int64_t min_dim);
+
+// Tensors concatenated along dim 0.
+Tensor cat_batches(const std::vector<Tensor>& tensors);
+
+// {the group's saved inputs, their output gradients}, each concatenated
+// along dim 0.  NodeT keeps its forward input as SavedTensor `input`;
+// grads[k][0] is group[k]'s output gradient.
+template <typename NodeT>
+std::pair<Tensor, Tensor> stacked_inputs_and_grads(const std::vector<Node*>& group,
+                                                   const std::vector<std::vector<Tensor>>& grads) {
+  std::vector<Tensor> inputs, grad_outputs;
+  for (size_t k = 0; k < group.size(); ++k) {
+    const auto& node = static_cast<const NodeT&>(*group[k]);
+    inputs.push_back(node.input.unpack(node));
+    grad_outputs.push_back(grads[k][0]);
+  }
+  return {cat_batches(inputs), cat_batches(grad_outputs)};
+}
 
 }  // namespace autograd
 }  // namespace loom

@@ -5,7 +5,6 @@
 #include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Record.h"
 #include "tensor/native/Convolution.h"
-#include "tensor/native/Join.h"
 
 namespace loom {
 
@@ -42,25 +41,14 @@ class Conv2dBackward final : public Node {
     if (o == nullptr || !is_deferred() || !o->is_deferred() || o->stride_ != stride_ ||
         o->padding_ != padding_ || o->dilation_ != dilation_ || o->groups_ != groups_)
       return false;
-    const Tensor a = input.unpack(*this), b = o->input.unpack(*o);
-    if (a.dim() != 4 || b.dim() != 4 || a.dtype() != b.dtype() || a.device() != b.device())
-      return false;
-    for (int64_t d = 1; d < 4; ++d)
-      if (a.size(d) != b.size(d)) return false;
-    return true;
+    return autograd::stacks_along_batch(input.unpack(*this), o->input.unpack(*o), 4);
   }
   std::vector<Tensor> apply_coalesced(const std::vector<Node*>& group,
                                       std::vector<std::vector<Tensor>>&& grads) override {
-    std::vector<Tensor> inputs, grad_outputs;
-    for (size_t k = 0; k < group.size(); ++k) {
-      const auto& node = static_cast<const Conv2dBackward&>(*group[k]);
-      inputs.push_back(node.input.unpack(node));
-      grad_outputs.push_back(grads[k][0]);
-    }
+    const auto [x, go] = autograd::stacked_inputs_and_grads<Conv2dBackward>(group, grads);
     Tensor gi, gw, gb;
-    native::conv2d_backward(native::cat(grad_outputs, 0), native::cat(inputs, 0),
-                            weight.unpack(*this), stride_, padding_, dilation_, groups_, false,
-                            needs_input_grad(1), needs_input_grad(2), gi, gw, gb);
+    native::conv2d_backward(go, x, weight.unpack(*this), stride_, padding_, dilation_, groups_,
+                            false, needs_input_grad(1), needs_input_grad(2), gi, gw, gb);
     return {Tensor(), gw, gb};
   }
   void release_saved() override {

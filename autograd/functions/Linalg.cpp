@@ -8,7 +8,6 @@
 #include "autograd/functions/Record.h"
 #include "tensor/ShapeUtil.h"
 #include "tensor/native/Copy.h"
-#include "tensor/native/Join.h"
 #include "tensor/native/Linalg.h"
 #include "tensor/native/Views.h"
 
@@ -75,25 +74,15 @@ class LinearBackward final : public Node {
   bool coalesces_with(const Node& other) const override {
     const auto* o = dynamic_cast<const LinearBackward*>(&other);
     if (o == nullptr || !is_deferred() || !o->is_deferred()) return false;
-    const Tensor a = input.unpack(*this), b = o->input.unpack(*o);
-    if (a.dim() != b.dim() || a.dim() < 2 || a.dtype() != b.dtype() || a.device() != b.device())
-      return false;
-    for (int64_t d = 1; d < a.dim(); ++d)
-      if (a.size(d) != b.size(d)) return false;
-    return true;
+    // (A 1-D input has no batch dim to stack along.)
+    return autograd::stacks_along_batch(input.unpack(*this), o->input.unpack(*o), 2);
   }
   std::vector<Tensor> apply_coalesced(const std::vector<Node*>& group,
                                       std::vector<std::vector<Tensor>>&& grads) override {
-    std::vector<Tensor> inputs, grad_outputs;
-    for (size_t k = 0; k < group.size(); ++k) {
-      const auto& node = static_cast<const LinearBackward&>(*group[k]);
-      inputs.push_back(node.input.unpack(node));
-      grad_outputs.push_back(grads[k][0]);
-    }
+    const auto [x, go] = autograd::stacked_inputs_and_grads<LinearBackward>(group, grads);
     Tensor gi, gw, gb;
-    native::linear_backward(native::cat(grad_outputs, 0), native::cat(inputs, 0),
-                            weight.unpack(*this), false, needs_input_grad(1), needs_input_grad(2),
-                            gi, gw, gb);
+    native::linear_backward(go, x, weight.unpack(*this), false, needs_input_grad(1),
+                            needs_input_grad(2), gi, gw, gb);
     return {Tensor(), gw, gb};
   }
   void release_saved() override {

@@ -136,6 +136,27 @@ TEST_P(DeferredGradients, EqualTheUndeferredOnes) {
 
 INSTANTIATE_TEST_SUITE_P(Splits, DeferredGradients, ::testing::Values(5, 2, 1));
 
+// Two 1-D inputs have no batch dim to stack: their weight halves run one
+// by one and still give the right gradient.
+TEST(DeferWeightGrad, OneDimensionalLinearInputs) {
+  Generator gen(8);
+  const Tensor w = randn({3, 4}, kFloat64, &gen).requires_grad_();
+  const Tensor w_ref = w.detach().clone().requires_grad_();
+  const Tensor x1 = randn({4}, kFloat64, &gen).requires_grad_();
+  const Tensor x2 = randn({4}, kFloat64, &gen).requires_grad_();
+  (linear(x1, w_ref) * linear(x2, w_ref)).sum().backward();
+  const Tensor g1 = x1.grad().clone(), g2 = x2.grad().clone();
+  x1.set_grad(Tensor());
+  x2.set_grad(Tensor());
+  {
+    DeferWeightGradGuard defer;
+    (linear(x1, w) * linear(x2, w)).sum().backward();
+  }
+  EXPECT_TRUE(AllClose(w.grad(), w_ref.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(AllClose(x1.grad(), g1, 1e-12, 1e-12));
+  EXPECT_TRUE(AllClose(x2.grad(), g2, 1e-12, 1e-12));
+}
+
 TEST(DeferWeightGrad, WeightHalvesRunAfterTheInputGradients) {
   // Without deferral the last layer's weight gradient is accumulated before
   // the input's gradient exists; with it, after.
