@@ -12,7 +12,8 @@
 //                      gradients (then AccumulateGrad as usual).
 //
 // The engine runs a deferred node only when no other node of its device is
-// ready (autograd/Engine.cpp).  In a micro-batch pipeline the last stage's
+// ready, of this or of another backward pass running at the same time
+// (autograd/Engine.cpp).  In a micro-batch pipeline the last stage's
 // device therefore hands every micro-batch's input gradient to the stage
 // before it first, and computes its weight gradients in the time it would
 // otherwise wait for that stage to drain: the drain bubble mostly disappears.
