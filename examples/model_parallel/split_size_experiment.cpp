@@ -154,15 +154,13 @@ void train(nn::Module& model, const std::vector<Batch>& batches,
   }
 }
 
-// One configuration to time: a model, the split size it runs at (0: none)
-// and the intra-op threads per device it gets.
+// One configuration to time: its row (mode, split size it runs at, times), the
+// model and the intra-op threads per device it gets.
 struct Config {
-  std::string mode;
-  int64_t split_size;
+  Row row;
   nn::Module* model;
   int threads;
   Phases phases;
-  Row row;
 };
 
 void use_threads(int threads, const std::vector<Device>& devices);
@@ -178,7 +176,7 @@ void measure_all(std::vector<Config>& configs, const std::vector<Batch>& batches
   auto run_once = [&](Config& c) {
     use_threads(c.threads, devices);
     if (auto* pp = dynamic_cast<examples::PipelineParallelResNet50Impl*>(c.model))
-      pp->set_split_size(c.split_size);
+      pp->set_split_size(c.row.split_size);
     const auto start = now(devices);
     train(*c.model, batches, devices, c.phases);
     return seconds_since(start, devices);
@@ -194,13 +192,11 @@ void measure_all(std::vector<Config>& configs, const std::vector<Batch>& batches
   const double n = static_cast<double>(f.repeats);
   for (Config& c : configs) {
     Row& row = c.row;
-    row.mode = c.mode;
-    row.split_size = c.split_size;
     for (double t : row.times) row.mean += t / row.times.size();
     for (double t : row.times) row.std += (t - row.mean) * (t - row.mean) / row.times.size();
     row.std = std::sqrt(row.std);
     std::printf("  %-16s split %-4s %8.3f s ± %.3f   (forward %.3f, backward %.3f, step %.3f)\n",
-                c.mode.c_str(), c.split_size > 0 ? std::to_string(c.split_size).c_str() : "-",
+                row.mode.c_str(), row.split_size > 0 ? std::to_string(row.split_size).c_str() : "-",
                 row.mean, row.std, c.phases.forward / n, c.phases.backward / n,
                 c.phases.step / n);
   }
@@ -331,31 +327,34 @@ int run(const Flags& f) {
   // (the plain pipeline at --pipelined-split is the "pipelined" row itself).
   std::vector<Config> configs;
   const int per_device = f.threads_per_device;
-  configs.push_back({"single", 0, single.get(), f.single_threads, {}, {}});
-  configs.push_back({"model_parallel", 0, mp.get(), per_device, {}, {}});
-  configs.push_back({"pipelined", f.pipelined_split, pp.get(), per_device, {}, {}});
-  std::vector<int64_t> sweep_splits;
-  for (int64_t s : splits)
-    if (std::find(sweep_splits.begin(), sweep_splits.end(), s) == sweep_splits.end())
-      sweep_splits.push_back(s);
+  auto config = [](const char* mode, int64_t split, nn::Module* model, int threads) {
+    return Config{Row{mode, split, {}}, model, threads, {}};
+  };
+  configs.push_back(config("single", 0, single.get(), f.single_threads));
+  configs.push_back(config("model_parallel", 0, mp.get(), per_device));
+  configs.push_back(config("pipelined", f.pipelined_split, pp.get(), per_device));
+  std::vector<int64_t> sweep_splits = splits;
   std::sort(sweep_splits.begin(), sweep_splits.end());
+  sweep_splits.erase(std::unique(sweep_splits.begin(), sweep_splits.end()), sweep_splits.end());
   for (int64_t s : sweep_splits)
-    if (s != f.pipelined_split) configs.push_back({"pipeline", s, pp.get(), per_device, {}, {}});
+    if (s != f.pipelined_split) configs.push_back(config("pipeline", s, pp.get(), per_device));
   for (int64_t s : sweep_splits)
-    configs.push_back({"stream_pipeline", s, sp.get(), per_device, {}, {}});
+    configs.push_back(config("stream_pipeline", s, sp.get(), per_device));
   measure_all(configs, batches, devices, f);
 
   std::map<int64_t, Row> plain, stream;
   for (const Config& c : configs) {
-    if (c.mode == "single" || c.mode == "model_parallel" || c.mode == "pipelined")
-      rows.push_back(c.row);
-    if (c.mode == "pipelined" && std::count(sweep_splits.begin(), sweep_splits.end(), c.split_size)) {
-      Row r = c.row;
-      r.mode = "pipeline";
-      plain[c.split_size] = r;  // the same configuration
+    const Row& r = c.row;
+    if (r.mode == "single" || r.mode == "model_parallel" || r.mode == "pipelined")
+      rows.push_back(r);
+    if (r.mode == "pipelined" &&
+        std::binary_search(sweep_splits.begin(), sweep_splits.end(), r.split_size)) {
+      Row same = r;  // the same configuration, a point of the sweep too
+      same.mode = "pipeline";
+      plain[r.split_size] = same;
     }
-    if (c.mode == "pipeline") plain[c.split_size] = c.row;
-    if (c.mode == "stream_pipeline") stream[c.split_size] = c.row;
+    if (r.mode == "pipeline") plain[r.split_size] = r;
+    if (r.mode == "stream_pipeline") stream[r.split_size] = r;
   }
   for (const auto& [s, r] : plain) rows.push_back(r);
   for (const auto& [s, r] : stream) rows.push_back(r);
