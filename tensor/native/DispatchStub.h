@@ -1,0 +1,103 @@
+// DispatchStub: one kernel slot per device type, in the spirit of ATen's
+// DispatchStub.
+//
+// A native op declares its kernel's signature and slot once, in its
+// tensor/native/ header, and defines the slot in its .cpp:
+//
+//   using UnaryKernel = void (*)(UnaryOp, const Tensor& out, const Tensor& in);
+//   extern DispatchStub<UnaryKernel> unary_stub;        // Unary.h
+//   DispatchStub<UnaryKernel> unary_stub("unary");      // Unary.cpp
+//
+// Each backend folder fills the slot for its device type at static
+// initialisation, from the file that defines the kernel:
+//
+//   static const RegisterKernel reg(unary_stub, kCPU, &unary_kernel);  // cpu/
+//   static const RegisterKernel reg(unary_stub, kCUDA, &unary_kernel); // cuda/
+//
+// and the op calls the slot for the tensor's device:
+//
+//   unary_stub(out.device(), op, out, in);
+//
+// An empty slot throws from one place (missing_kernel below): "<op> is not
+// implemented for <device>", or, for CUDA in a build without the toolkit,
+// that loom was built without CUDA.  So native/ never branches on the device
+// and never includes a backend header, and a build without CUDA needs no
+// stubs: the CUDA files are simply not compiled.
+//
+// Order of initialisation: a slot is constant-initialised (constexpr
+// constructor, trivial destructor), so it is ready before any backend's
+// dynamic initialiser registers into it, whatever the link order.  The
+// libraries holding registrations link with alwayslink, so the linker keeps
+// files that nothing references by name.
+#pragma once
+
+#include <utility>
+
+#include "tensor/Device.h"
+
+namespace loom {
+namespace native {
+
+// Throws loom::Error for a call to an empty slot: "<op> is not implemented
+// for <device type>", or that loom was built without CUDA.
+[[noreturn]] void missing_kernel(const char* op, DeviceType type);
+// Aborts with a message naming the op: a slot filled twice is a build error
+// (two backends registering one kernel), found at start-up.
+[[noreturn]] void duplicate_kernel(const char* op, DeviceType type);
+
+template <typename Fn>
+class DispatchStub;
+
+template <typename Ret, typename... Args>
+class DispatchStub<Ret (*)(Args...)> {
+ public:
+  using Fn = Ret (*)(Args...);
+
+  constexpr explicit DispatchStub(const char* name) : name_(name) {}
+  DispatchStub(const DispatchStub&) = delete;
+  DispatchStub& operator=(const DispatchStub&) = delete;
+
+  const char* name() const { return name_; }
+
+  // Fills the slot of `type`; called once per device type, at static
+  // initialisation (through RegisterKernel).
+  void set(DeviceType type, Fn fn) {
+    Fn& slot = type == DeviceType::kCUDA ? cuda_ : cpu_;
+    if (slot != nullptr && slot != fn) duplicate_kernel(name_, type);
+    slot = fn;
+  }
+
+  // The kernel for `type`; throws when none is registered.
+  Fn get(DeviceType type) const {
+    const Fn fn = type == DeviceType::kCUDA ? cuda_ : cpu_;
+    if (fn == nullptr) missing_kernel(name_, type);
+    return fn;
+  }
+
+  bool has(DeviceType type) const { return (type == DeviceType::kCUDA ? cuda_ : cpu_) != nullptr; }
+
+  // Runs the kernel of `device`'s type.
+  template <typename... A>
+  Ret operator()(Device device, A&&... args) const {
+    return get(device.type)(std::forward<A>(args)...);
+  }
+
+ private:
+  const char* name_;
+  Fn cpu_ = nullptr;
+  Fn cuda_ = nullptr;
+};
+
+// Registers a kernel into a slot when constructed; a backend defines one per
+// kernel as a file-level static:
+//   static const RegisterKernel reg_unary(unary_stub, kCPU, &unary_kernel);
+class RegisterKernel {
+ public:
+  template <typename Fn>
+  RegisterKernel(DispatchStub<Fn>& stub, DeviceType type, typename DispatchStub<Fn>::Fn fn) {
+    stub.set(type, fn);
+  }
+};
+
+}  // namespace native
+}  // namespace loom
