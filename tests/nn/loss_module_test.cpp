@@ -1,7 +1,8 @@
 // nn::MSELoss and nn::NLLLoss as modules: reductions, class weights and
 // ignore_index reach the op (losses and input gradients equal torch.nn's,
 // PyTorch 1.13 run live), the class weight is a buffer that follows the
-// module (to, clone, state_dict), and bad targets throw.
+// module (to, clone, state_dict) and is the module's own copy, and bad
+// targets throw.
 #include <cmath>
 
 #include "tests/nn/TorchModuleRef.h"
@@ -150,6 +151,20 @@ TEST(NLLLossModule, CloneOwnsItsWeight) {
   EXPECT_FLOAT_EQ(copy->forward(x, t).item<float>(), 2.5f);
   EXPECT_FLOAT_EQ(loss(x, t).item<float>(), 13.0f / 4.0f);
   EXPECT_EQ(loss->named_buffers().at("weight").to_vector<float>(), (std::vector<float>{1.0f, 3.0f}));
+  // The module holds a copy of the weight it was given.
+  Tensor w = tensor<float>({1.0f, 3.0f});
+  nn::NLLLoss from_w(nn::NLLLossOptions().weight(w));
+  w.fill_(5.0f);
+  EXPECT_FLOAT_EQ(from_w(x, t).item<float>(), 13.0f / 4.0f);
+  // CrossEntropyLoss keeps its weight the same way.
+  nn::CrossEntropyLoss ce(nn::CrossEntropyLossOptions().weight(tensor<float>({1.0f, 3.0f})));
+  auto ce_copy = std::dynamic_pointer_cast<nn::CrossEntropyLossImpl>(ce->clone());
+  ASSERT_TRUE(ce_copy);
+  const float ce_before = ce(x, t).item<float>();
+  ce_copy->load_state_dict(state);
+  EXPECT_NE(ce_copy->forward(x, t).item<float>(), ce_before);
+  EXPECT_EQ(ce(x, t).item<float>(), ce_before);
+  EXPECT_EQ(ce->named_buffers().at("weight").to_vector<float>(), (std::vector<float>{1.0f, 3.0f}));
 }
 
 TEST(NLLLossModule, BadTargetsAndWeightsThrow) {
