@@ -5,7 +5,10 @@
 //   single-1t     the model on devices[0], one intra-op thread
 //   single-2t     the same with two threads: what a CPU user would otherwise run
 //   dp            DataParallel over --devices, --threads-per-device each
-//                 (replicas kept between steps; only changed tensors copied)
+//                 (replicas kept between steps, parameters sharing the
+//                 module's host memory; buffers copied when they changed)
+//   dp-copies     the same with every changed tensor copied (what kept
+//                 replicas do on GPUs: Replication::kKeepCopies)
 //   dp-broadcast  the same, every parameter and buffer copied into fresh
 //                 memory each step (Replication::kBroadcastAll: PyTorch's
 //                 broadcast traffic)
@@ -44,7 +47,7 @@ struct Mode {
   // Replication cost summed over the timed steps.
   double build_ms = 0, copy_ms = 0;
   double bytes = 0;
-  int64_t copied = 0, skipped = 0, built = 0;
+  int64_t copied = 0, shared = 0, skipped = 0, built = 0;
 };
 
 std::vector<Device> parse_devices(const std::string& list) {
@@ -89,6 +92,7 @@ void train_step(Mode& m, const Tensor& x, const Tensor& y, bool timed) {
     m.copy_ms += s.copy_ms;
     m.bytes += static_cast<double>(s.bytes_copied);
     m.copied += s.tensors_copied;
+    m.shared += s.tensors_shared;
     m.skipped += s.tensors_skipped;
     m.built += s.replicas_built;
   }
@@ -113,7 +117,7 @@ int main(int argc, char** argv) {
   app.add_option("--eval-steps", eval_steps, "Timed eval forwards per dp mode (0: none)")
       ->capture_default_str();
   app.add_option("--modes", modes_flag,
-                 "Comma-separated subset of single-1t,single-2t,dp,dp-broadcast,dp-reclone");
+                 "Comma-separated subset of single-1t,single-2t,dp,dp-copies,dp-broadcast,dp-reclone");
   CLI11_PARSE(app, argc, argv);
   try {
     LOOM_CHECK(rounds >= 2 && steps >= 1 && batch >= 1 && threads_per_device >= 1,
@@ -139,7 +143,8 @@ int main(int argc, char** argv) {
     Tensor x = randn({batch, channels, size, size}).to(devices[0]);
     Tensor y = randint(0, classes, {batch}).to(devices[0]);
 
-    const std::vector<std::string> all{"single-1t", "single-2t", "dp", "dp-broadcast", "dp-reclone"};
+    const std::vector<std::string> all{"single-1t", "single-2t", "dp", "dp-copies", "dp-broadcast",
+                                       "dp-reclone"};
     std::vector<std::string> chosen = all;
     if (!modes_flag.empty()) {
       chosen.clear();
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
       m.threads = name == "single-2t" ? 2 : name == "single-1t" ? 1 : threads_per_device;
       if (name.rfind("dp", 0) == 0) {
         m.dp = nn::DataParallel(m.model, devices);
+        if (name == "dp-copies") m.dp->set_replication(nn::Replication::kKeepCopies);
         if (name == "dp-broadcast") m.dp->set_replication(nn::Replication::kBroadcastAll);
         if (name == "dp-reclone") m.dp->set_replication(nn::Replication::kCloneEveryForward);
       }
@@ -203,10 +209,10 @@ int main(int argc, char** argv) {
       std::printf("mode=%-12s threads=%d ms_per_step=%.1f images_per_s=%.1f", m.name.c_str(),
                   m.threads, ms, batch * 1000.0 / ms);
       if (!m.dp.is_empty()) {
-        std::printf(" replicate_ms=%.2f copy_ms=%.2f copied_mib=%.1f tensors_copied=%.0f "
-                    "skipped=%.0f built=%.2f eval_ms=%.1f",
+        std::printf(" build_ms=%.2f copy_ms=%.2f copied_mib=%.1f tensors_copied=%.0f "
+                    "shared=%.0f skipped=%.0f built=%.2f eval_ms=%.1f",
                     m.build_ms / n, m.copy_ms / n, m.bytes / n / (1024.0 * 1024.0), m.copied / n,
-                    m.skipped / n, m.built / n, median(m.eval_ms));
+                    m.shared / n, m.skipped / n, m.built / n, median(m.eval_ms));
       }
       std::printf("\n");
     }
@@ -219,10 +225,11 @@ int main(int argc, char** argv) {
     };
     ratio("dp", "single-1t", " (issue 16 asks >= 1.6x)");
     ratio("dp", "single-2t", "");
+    ratio("dp", "dp-copies", " (shared host memory vs copies of changed tensors)");
     ratio("dp", "dp-broadcast", " (kept replicas vs PyTorch-style broadcast every step)");
     ratio("dp", "dp-reclone", " (kept replicas vs replicas cloned every step)");
     const Mode* dp = find("dp");
-    for (const char* other : {"dp-broadcast", "dp-reclone"}) {
+    for (const char* other : {"dp-copies", "dp-broadcast", "dp-reclone"}) {
       const Mode* o = find(other);
       if (!dp || !o || dp->eval_ms.empty() || o->eval_ms.empty()) continue;
       std::printf("eval forward dp vs %s: %.1f ms vs %.1f ms (%.2fx)\n", other, median(dp->eval_ms),

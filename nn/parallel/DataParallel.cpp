@@ -109,7 +109,8 @@ void DataParallelImpl::run_replicas(size_t chunks, const std::function<void(Modu
   for (size_t k = 1; k < chunks; ++k) {
     if (!replicas_[k] || replication_ == Replication::kCloneEveryForward) {
       replicas_[k].reset();
-      replicas_[k] = std::make_unique<parallel::Replica>(*module_, state_, device_ids_[k]);
+      replicas_[k] =
+          std::make_unique<parallel::Replica>(*module_, state_, device_ids_[k], sync_policy());
       ++stats.replicas_built;
       stats.bytes_copied += replicas_[k]->bytes();
       stats.tensors_copied += static_cast<int64_t>(state_.tensors.size());
@@ -140,25 +141,38 @@ void DataParallelImpl::run_replicas(size_t chunks, const std::function<void(Modu
   std::vector<std::exception_ptr> sync_errors(chunks), errors(chunks);
   std::vector<parallel::SyncCounts> counts(chunks);
   std::vector<double> copied_ms(chunks, 0.0);
-  const bool copy_all = replication_ == Replication::kBroadcastAll;
-  const bool fresh = replication_ == Replication::kBroadcastAll;
+  // Replica 0 is the module itself, and its forward writes its buffers
+  // (BatchNorm statistics) in place: it starts once every replica has copied
+  // them.  Under kKeep the parameters (which no forward writes) are copied
+  // meanwhile; the PyTorch-style modes broadcast everything first, as
+  // PyTorch does.
+  const bool buffers_first = replication_ == Replication::kKeep ||
+                             replication_ == Replication::kKeepCopies;
+  auto sync = [&](size_t k, bool parameters) {
+    if (sync_errors[k]) return;
+    try {
+      const parallel::SyncCounts c = replicas_[k]->sync(state_, parameters);
+      counts[k].copied += c.copied;
+      counts[k].shared += c.shared;
+      counts[k].skipped += c.skipped;
+      counts[k].bytes += c.bytes;
+    } catch (...) {
+      sync_errors[k] = std::current_exception();
+    }
+    copied_ms[k] = ms_since(start);
+  };
   try {
-    // 1. Each replica copies what changed, on its own stream.
     for (size_t k = 1; k < chunks; ++k) {
       streams[k].submit([&, k] {
-        try {
-          counts[k] = replicas_[k]->sync(state_, copy_all, fresh);
-        } catch (...) {
-          sync_errors[k] = std::current_exception();
-        }
-        copied_ms[k] = ms_since(start);
+        sync(k, /*parameters=*/false);
+        if (!buffers_first) sync(k, /*parameters=*/true);
       });
     }
-    // 2. Replica 0 is the module itself, and its forward writes its buffers
-    //    (BatchNorm statistics) in place: it starts once every copy is done.
     for (size_t k = 1; k < chunks; ++k)
       if (streams[k] != streams[0]) streams[0].wait_event(streams[k].record());
-    // 3. The forwards, all devices at once.
+    if (buffers_first)
+      for (size_t k = 1; k < chunks; ++k) streams[k].submit([&, k] { sync(k, /*parameters=*/true); });
+    // The forwards, all devices at once.
     for (size_t k = 0; k < chunks; ++k) {
       streams[k].submit([&, k] {
         if (sync_errors[k]) return;
@@ -180,6 +194,7 @@ void DataParallelImpl::run_replicas(size_t chunks, const std::function<void(Modu
 
   for (size_t k = 1; k < chunks; ++k) {
     stats.tensors_copied += counts[k].copied;
+    stats.tensors_shared += counts[k].shared;
     stats.tensors_skipped += counts[k].skipped;
     stats.bytes_copied += counts[k].bytes;
     stats.copy_ms = std::max(stats.copy_ms, copied_ms[k]);
@@ -196,6 +211,14 @@ void DataParallelImpl::run_replicas(size_t chunks, const std::function<void(Modu
     if (errors[k])
       LOOM_FAIL("DataParallel: replica ", k, " on ", device_ids_[k], ": ", what_of(errors[k]));
   }
+}
+
+parallel::SyncPolicy DataParallelImpl::sync_policy() const {
+  parallel::SyncPolicy policy;
+  policy.share_host_memory = replication_ == Replication::kKeep;
+  policy.copy_all = replication_ == Replication::kBroadcastAll;
+  policy.fresh_memory = replication_ == Replication::kBroadcastAll;
+  return policy;
 }
 
 void DataParallelImpl::set_replication(Replication replication) {

@@ -14,9 +14,11 @@
 //      uses fewer replicas); other arguments go to every replica as they are;
 //   2. brings the replicas up to date (nn/parallel/Replica.h): replica 0 is
 //      the module itself, replicas 1.. are clones kept from one forward to
-//      the next; only parameters and buffers that changed are copied, and the
-//      copy is differentiable (each replica parameter's gradient is sent back
-//      and summed into the original parameter's .grad);
+//      the next; only parameters and buffers that changed are copied (on CPU
+//      logical devices parameters share the module's host memory: nothing
+//      to copy), and the broadcast is differentiable (each replica
+//      parameter's gradient is sent back and summed into the original
+//      parameter's .grad);
 //   3. runs replica k on device_ids[k]'s compute stream (tensor/Stream.h:
 //      on a CPU logical device its worker thread with its share of the
 //      cores; on a GPU its launcher thread), all at once, and waits for them;
@@ -69,12 +71,18 @@ namespace loom {
 namespace nn {
 
 // How replicas are made before each forward.  kKeep is the default and the
-// reason to use loom's DataParallel; the others reproduce what PyTorch does,
-// to measure what keeping replicas saves (bench/data_parallel_bench.cpp).
+// reason to use loom's DataParallel; kBroadcastAll and kCloneEveryForward
+// reproduce what PyTorch does, to measure what keeping replicas saves
+// (bench/data_parallel_bench.cpp).
 enum class Replication {
-  // Replicas kept between forwards; only parameters and buffers whose
-  // version changed are copied, in place.
+  // Replicas kept between forwards.  On CPU logical devices parameters share
+  // the module's host memory (and their gradients come back without a
+  // copy); everything else (buffers; every tensor on GPUs) is copied in
+  // place when its version changed.
   kKeep,
+  // As kKeep without sharing host memory: what kKeep does on GPUs, on any
+  // device (every tensor copied in place when its version changed).
+  kKeepCopies,
   // Replicas kept, but every parameter and buffer copied into newly
   // allocated memory every forward (PyTorch's broadcast traffic).
   kBroadcastAll,
@@ -87,7 +95,8 @@ struct ReplicationStats {
   int64_t replicas = 0;         // replicas that ran (chunks of the batch)
   int64_t replicas_built = 0;   // replicas cloned in this forward
   int64_t tensors_copied = 0;   // parameters and buffers copied into replicas
-  int64_t tensors_skipped = 0;  // ... left alone, unchanged since the last copy
+  int64_t tensors_shared = 0;   // parameters made to share the module's host memory
+  int64_t tensors_skipped = 0;  // ... left alone: unchanged since the last copy, or shared
   int64_t bytes_copied = 0;     // bytes copied, clones included
   double build_ms = 0;          // cloning and linking, on the calling thread
   double copy_ms = 0;           // until every replica had its copies (they copy concurrently)
@@ -158,6 +167,8 @@ class DataParallelImpl : public Module {
   void pretty_print(std::ostream& out) const override;
 
  private:
+  // How replicas follow the module under replication_.
+  parallel::SyncPolicy sync_policy() const;
   // Checks the placement of parameters and buffers and drops replicas whose
   // layout no longer matches; returns the module's state for this forward.
   const parallel::ModuleState& begin_forward();

@@ -12,33 +12,56 @@ namespace nn {
 namespace parallel {
 namespace {
 
+// A tensor on `device`, a CPU logical device, over t's host memory and
+// version counter: no copy.  The memory stays alive while either lives.
+Tensor host_alias(const Tensor& t, Device device) {
+  const Storage& storage = t.storage();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage(storage.data(), storage.nbytes(), device, [keep = storage](void*) {});
+  impl->sizes = t.sizes();
+  impl->strides = t.strides();
+  impl->storage_offset = t.storage_offset();
+  impl->dtype = t.dtype();
+  impl->device = device;
+  impl->version = t.impl()->version;
+  return Tensor(impl);
+}
+
 // The backward of the broadcast of one parameter to a replica: the replica's
 // gradient goes back to the original's device (and dtype), where the engine
 // sums it with the other replicas' before accumulating it into .grad.  Runs
 // on the replica's device thread as soon as it is ready (a hand-over).
 class BroadcastBackward final : public autograd::Node {
  public:
-  BroadcastBackward(Device device, DType dtype) : device_(device), dtype_(dtype) {}
+  BroadcastBackward(Device device, DType dtype, bool share_host_memory)
+      : device_(device), dtype_(dtype), share_(share_host_memory) {}
   std::string name() const override { return "BroadcastBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    // Tensor::to records history only under create_graph (the engine's grad mode).
-    return {grads[0].to(device_, dtype_)};
+    const Tensor& g = grads[0];
+    // Between CPU logical devices the gradient can change hands without a
+    // copy, provided nothing else holds its memory (the engine may add into
+    // it in place).  Under create_graph, Tensor::to records the history.
+    if (share_ && g.is_cpu() && device_.is_cpu() && g.dtype() == dtype_ &&
+        !autograd::GradMode::is_enabled() && g.impl_ptr().use_count() == 1 &&
+        g.storage().use_count() == 1)
+      return {host_alias(g, device_)};
+    return {g.to(device_, dtype_)};
   }
 
  private:
   Device device_;
   DType dtype_;
+  bool share_;
 };
 
-// Points `target`'s handle at `source`'s memory (every holder of the handle,
-// such as a layer's `weight` member, sees it).  Same shape and dtype.
+// Points `target`'s handle (and so every holder of it, such as a layer's
+// `weight` member) at `source`'s memory.  Same shape and dtype.
 void adopt_memory(const Tensor& target, const Tensor& source) {
   TensorImpl& dst = *target.impl();
   const TensorImpl& src = *source.impl();
   dst.storage = src.storage;
   dst.strides = src.strides;
   dst.storage_offset = src.storage_offset;
-  target.bump_version();
 }
 
 const void* data_of(const Tensor& t) {
@@ -76,7 +99,8 @@ bool ModuleState::same_layout(const ModuleState& other) const {
   return true;
 }
 
-Replica::Replica(Module& original, const ModuleState& state, Device device) : device_(device) {
+Replica::Replica(Module& original, const ModuleState& state, Device device, SyncPolicy policy)
+    : device_(device), policy_(policy) {
   {
     // clone() re-initialises before it copies the values; those draws must
     // not move the user's random stream (dropout masks, shuffling).
@@ -123,8 +147,8 @@ void Replica::remember(size_t i, const Tensor& source) {
   copied_[i] = Copied{true, source.version(), data_of(source), tensors_[i].version()};
 }
 
-void Replica::invalidate() {
-  for (Copied& c : copied_) c.valid = false;
+bool Replica::shares_host_memory(const Tensor& source) const {
+  return policy_.share_host_memory && source.is_cpu() && device_.is_cpu();
 }
 
 void Replica::link(const ModuleState& state) {
@@ -137,8 +161,8 @@ void Replica::link(const ModuleState& state) {
     const Tensor& source = state.tensors[i];
     Tensor& target = tensors_[i];
     if (source.is_floating_point()) {
-      if (auto node = autograd::record<BroadcastBackward>({source}, {target}, source.device(),
-                                                          source.dtype())) {
+      if (auto node = autograd::record<BroadcastBackward>(
+              {source}, {target}, source.device(), source.dtype(), shares_host_memory(source))) {
         node->set_sequence_nr(autograd::kHandOverPriority);
         continue;
       }
@@ -147,22 +171,37 @@ void Replica::link(const ModuleState& state) {
   }
 }
 
-SyncCounts Replica::sync(const ModuleState& state, bool copy_all, bool fresh_memory) {
+SyncCounts Replica::sync(const ModuleState& state, bool parameters) {
   autograd::NoGradGuard no_grad;
   SyncCounts counts;
-  for (size_t i = 0; i < tensors_.size(); ++i) {
+  const size_t begin = parameters ? 0 : state.parameters;
+  const size_t end = parameters ? state.parameters : state.tensors.size();
+  for (size_t i = begin; i < end; ++i) {
     const Tensor& source = state.tensors[i];
     const Tensor& target = tensors_[i];
+    if (parameters && shares_host_memory(source)) {
+      TensorImpl& dst = *target.impl();
+      const TensorImpl& src = *source.impl();
+      if (dst.storage.data() == src.storage.data() && dst.version == src.version &&
+          dst.storage_offset == src.storage_offset && dst.strides == src.strides) {
+        ++counts.skipped;
+      } else {
+        adopt_memory(target, host_alias(source, device_));
+        dst.version = src.version;  // in-place writes to either are seen by both
+        ++counts.shared;
+      }
+      continue;
+    }
     const Copied& last = copied_[i];
-    if (!copy_all && last.valid && last.source_version == source.version() &&
+    if (!policy_.copy_all && last.valid && last.source_version == source.version() &&
         last.source_data == data_of(source) && last.target_version == target.version()) {
       ++counts.skipped;
       continue;
     }
-    if (fresh_memory) {
-      Tensor fresh = source.device() == device_ ? native::clone(source)
-                                                 : native::to(source, device_, source.dtype());
-      adopt_memory(target, fresh);
+    if (policy_.fresh_memory) {
+      adopt_memory(target, source.device() == device_ ? native::clone(source)
+                                                      : native::to(source, device_, source.dtype()));
+      target.bump_version();
     } else {
       native::copy_(target, source);
     }

@@ -13,14 +13,23 @@
 //               grad mode, or for a parameter that does not require grad,
 //               the replica's tensor is a plain one.  Training flags are
 //               copied module by module here too.
-//   2. sync():  on the replica's device stream, copies in place the
-//               parameters and buffers whose value may differ from the
-//               original's: a tensor is skipped when neither the original's
+//   2. sync():  on the replica's device stream, brings the values up to
+//               date.  A tensor is skipped when neither the original's
 //               version (bumped by every in-place write: optimizer steps,
-//               BatchNorm statistics, load_state_dict) nor the replica's
-//               has moved since the last copy, and the original's storage is
-//               the same.  Frozen parameters, evaluation, and the forwards of
-//               gradient accumulation copy nothing.
+//               BatchNorm statistics, load_state_dict) nor the replica's has
+//               moved since the last copy, and the original's memory is the
+//               same; otherwise it is copied in place.  Frozen parameters,
+//               evaluation, and the forwards of gradient accumulation copy
+//               nothing.
+// Sharing host memory (SyncPolicy::share_host_memory): CPU logical devices
+// all address the same host memory, so a replica parameter on cpu:1 can be
+// a cpu:1 tensor over the original's bytes (and version counter) instead of
+// a copy: the broadcast costs nothing, and an optimizer step is seen at once.
+// Likewise BroadcastBackward hands the replica's gradient to cpu:0 without
+// copying it.  Buffers are always copied (each replica's BatchNorm writes its
+// own statistics).  The forward must then not write parameters in place
+// (replicas run at the same time).
+//
 // Writes that bypass the version counter (through data_ptr()) and changes to
 // plain members of a module are not seen; DataParallel::invalidate_replicas()
 // rebuilds the replicas for those.
@@ -54,10 +63,22 @@ struct ModuleState {
   bool same_layout(const ModuleState& other) const;
 };
 
+// How a replica follows its original.
+struct SyncPolicy {
+  // Copy every tensor, changed or not.
+  bool copy_all = false;
+  // Copy into newly allocated memory (as PyTorch's broadcast does).
+  bool fresh_memory = false;
+  // Parameters (and their gradients) on CPU logical devices share the
+  // original's host memory instead of being copied (see the note above).
+  bool share_host_memory = false;
+};
+
 // What one sync() did.
 struct SyncCounts {
   int64_t copied = 0;   // tensors copied into the replica
-  int64_t skipped = 0;  // tensors left as they were (unchanged)
+  int64_t shared = 0;   // parameters made to share the original's memory
+  int64_t skipped = 0;  // tensors left as they were (unchanged, or shared already)
   int64_t bytes = 0;    // bytes copied
 };
 
@@ -67,7 +88,7 @@ class Replica {
   // included, without drawing from the default random generator.  Throws
   // loom::Error naming the module when it does not support clone() or when
   // the clone's parameters and buffers do not match the original's.
-  Replica(Module& original, const ModuleState& state, Device device);
+  Replica(Module& original, const ModuleState& state, Device device, SyncPolicy policy);
 
   Module& module() const { return *module_; }
   const std::shared_ptr<Module>& module_ptr() const { return module_; }
@@ -78,15 +99,12 @@ class Replica {
   // Calling thread, before the forward: training flags module by module and
   // the autograd links of the parameters (see the note at the top).
   void link(const ModuleState& state);
-  // On the replica's stream: brings the values up to date with `state`.
-  // copy_all: copy every tensor (no version check); fresh_memory: copy into
-  // newly allocated memory, as PyTorch's broadcast does (for comparisons).
-  SyncCounts sync(const ModuleState& state, bool copy_all, bool fresh_memory);
-  // Forgets what was copied: the next sync() copies every tensor.
-  void invalidate();
+  // On the replica's stream: brings the parameters (parameters = true) or
+  // the buffers up to date with `state`.
+  SyncCounts sync(const ModuleState& state, bool parameters);
 
  private:
-  // The original's version and storage, and the replica's version, when
+  // The original's version and memory, and the replica's version, when
   // tensor i was last copied.
   struct Copied {
     bool valid = false;
@@ -95,9 +113,11 @@ class Replica {
     uint64_t target_version = 0;
   };
   void remember(size_t i, const Tensor& source);
+  bool shares_host_memory(const Tensor& source) const;
 
   std::shared_ptr<Module> module_;
   Device device_;
+  SyncPolicy policy_;
   std::vector<Tensor> tensors_;   // the replica's parameters then buffers
   std::vector<Module*> modules_;  // pre-order, as ModuleState::modules
   std::vector<Copied> copied_;

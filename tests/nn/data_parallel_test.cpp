@@ -115,7 +115,9 @@ TEST(DataParallel, BatchSmallerThanTheDevicesUsesFewerReplicas) {
   expect_same_as_whole_batch(3, 1, nn::Replication::kKeep);  // replica 0 alone
 }
 
-TEST(DataParallel, PyTorchStyleReplicationGivesTheSameResults) {
+TEST(DataParallel, EveryReplicationGivesTheSameResults) {
+  expect_same_as_whole_batch(3, 7, nn::Replication::kKeepCopies);
+  expect_same_as_whole_batch(2, 2, nn::Replication::kKeepCopies);
   expect_same_as_whole_batch(3, 7, nn::Replication::kBroadcastAll);
   expect_same_as_whole_batch(3, 7, nn::Replication::kCloneEveryForward);
 }
@@ -144,13 +146,17 @@ TEST(DataParallel, InputGradientsFlowBackThroughTheScatter) {
   EXPECT_LE(max_rel_error(x1.grad(), x2.grad()), 1e-5);
 }
 
-// Several SGD steps: the kept replicas follow the parameters exactly, and
-// only what changed is copied.
-TEST(DataParallel, KeptReplicasFollowOptimizerSteps) {
+// Several SGD steps: the kept replicas follow the parameters exactly; with
+// kKeepCopies every changed parameter is copied, with kKeep (CPU logical
+// devices) the replicas share the parameters' memory and copy nothing.
+void expect_replicas_follow_optimizer_steps(nn::Replication replication) {
+  SCOPED_TRACE(replication == nn::Replication::kKeep ? "kKeep" : "kKeepCopies");
   manual_seed(4);
   Net model;
   auto reference = copy_of(model);
   nn::DataParallel dp(model, {kCpu0, kCpu1, kCpu2});
+  dp->set_replication(replication);
+  const bool shared = replication == nn::Replication::kKeep;
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   const int64_t n_params = static_cast<int64_t>(model->parameters().size());
@@ -167,11 +173,14 @@ TEST(DataParallel, KeptReplicasFollowOptimizerSteps) {
     const nn::ReplicationStats& stats = dp->last_stats();
     if (step == 0) {
       EXPECT_EQ(stats.replicas_built, 2);
+      EXPECT_EQ(stats.tensors_shared, shared ? 2 * n_params : 0);
     } else {
-      // Every parameter changed in the last step: copied to both replicas.
+      // Every parameter changed in the last step: copied to both replicas,
+      // or seen there already through the shared memory.
       EXPECT_EQ(stats.replicas_built, 0);
-      EXPECT_EQ(stats.tensors_copied, 2 * n_params);
-      EXPECT_EQ(stats.tensors_skipped, 0);
+      EXPECT_EQ(stats.tensors_copied, shared ? 0 : 2 * n_params);
+      EXPECT_EQ(stats.tensors_skipped, shared ? 2 * n_params : 0);
+      EXPECT_EQ(stats.tensors_shared, 0);
     }
     opt.step();
     ref_opt.step();
@@ -181,10 +190,16 @@ TEST(DataParallel, KeptReplicasFollowOptimizerSteps) {
     EXPECT_LE(max_rel_error(p, want.at(name)), 1e-5) << name;
 }
 
+TEST(DataParallel, KeptReplicasFollowOptimizerSteps) {
+  expect_replicas_follow_optimizer_steps(nn::Replication::kKeep);
+  expect_replicas_follow_optimizer_steps(nn::Replication::kKeepCopies);
+}
+
 TEST(DataParallel, UnchangedTensorsAreNotCopiedAgain) {
   manual_seed(5);
   Net model;
   nn::DataParallel dp(model, {kCpu0, kCpu1});
+  dp->set_replication(nn::Replication::kKeepCopies);  // copies, as on GPUs
   const Batch b = make_batch(6, 5);
   const int64_t n_params = static_cast<int64_t>(model->parameters().size());
   {
@@ -225,18 +240,51 @@ TEST(DataParallel, UnchangedTensorsAreNotCopiedAgain) {
 }
 
 TEST(DataParallel, LoadStateDictReachesTheReplicas) {
-  manual_seed(6);
-  Net model;
-  Net other;
-  nn::DataParallel dp(model, {kCpu0, kCpu1});
-  const Batch b = make_batch(6, 6);
-  (void)dp(b.x);
-  model->load_state_dict(other->state_dict());
-  EXPECT_LE(max_rel_error(dp(b.x), other->forward(b.x)), 1e-5);
-  // Moving the module away and back reaches them too (new storage).
-  model->to(kCpu1);
-  model->to(kCpu0);
-  EXPECT_LE(max_rel_error(dp(b.x), other->forward(b.x)), 1e-5);
+  for (nn::Replication replication : {nn::Replication::kKeep, nn::Replication::kKeepCopies}) {
+    manual_seed(6);
+    Net model;
+    Net other;
+    nn::DataParallel dp(model, {kCpu0, kCpu1});
+    dp->set_replication(replication);
+    const Batch b = make_batch(6, 6);
+    (void)dp(b.x);
+    model->load_state_dict(other->state_dict());
+    EXPECT_LE(max_rel_error(dp(b.x), other->forward(b.x)), 1e-5);
+    // Moving the module away and back reaches them too (new memory).
+    model->to(kCpu1);
+    model->to(kCpu0);
+    Net third;
+    model->load_state_dict(third->state_dict());
+    EXPECT_LE(max_rel_error(dp(b.x), third->forward(b.x)), 1e-5);
+  }
+}
+
+// y = x (w1 + w2): the sum's backward may hand the same gradient tensor to
+// both parameters' broadcasts; a replica must not hand over (without a
+// copy) memory another gradient still uses.
+class TiedSumImpl : public nn::Cloneable<TiedSumImpl> {
+ public:
+  TiedSumImpl() : Cloneable("TiedSum") { reset(); }
+  void reset() override {
+    w1 = register_parameter("w1", randn({4, 3}));
+    w2 = register_parameter("w2", randn({4, 3}));
+  }
+  Tensor forward(const Tensor& x) override { return x.matmul(w1 + w2).relu(); }
+  Tensor w1, w2;
+};
+LOOM_MODULE(TiedSum);
+
+TEST(DataParallel, SharedGradientsStayExact) {
+  manual_seed(12);
+  TiedSum model;
+  auto reference = std::dynamic_pointer_cast<TiedSumImpl>(model->clone());
+  nn::DataParallel dp(model, {kCpu0, kCpu1, kCpu2});
+  Tensor x = randn({7, 4});
+  (dp(x) * 2).sum().backward();
+  (reference->forward(x) * 2).sum().backward();
+  EXPECT_LE(max_rel_error(model->w1.grad(), reference->w1.grad()), 1e-5);
+  EXPECT_LE(max_rel_error(model->w2.grad(), reference->w2.grad()), 1e-5);
+  EXPECT_LE(max_rel_error(model->w1.grad(), model->w2.grad()), 1e-6);
 }
 
 TEST(DataParallel, BuildingReplicasDrawsNoRandomNumbers) {
