@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <sstream>
 
 #include "loom.h"
@@ -44,6 +45,7 @@ struct Mode {
   nn::DataParallel dp{nullptr};
   std::unique_ptr<optim::SGD> opt;
   std::vector<double> step_ms, eval_ms;
+  std::vector<double> step_cpu_ms;  // CPU time of the whole process per step
   // Replication cost summed over the timed steps.
   double build_ms = 0, copy_ms = 0;
   double bytes = 0;
@@ -68,6 +70,15 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// CPU time used by every thread of the process so far: with steps of equal
+// CPU time, the wall-clock speed-up of two devices is bounded by how evenly
+// they share it, and a loaded machine cannot hide extra work.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 double now_ms() {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -77,6 +88,7 @@ double now_ms() {
 void train_step(Mode& m, const Tensor& x, const Tensor& y, bool timed) {
   set_num_threads(m.threads);
   const double t0 = now_ms();
+  const double c0 = cpu_ms();
   m.opt->zero_grad();
   Tensor logits = m.dp.is_empty() ? m.model->forward(x) : m.dp(x);
   Tensor loss = cross_entropy(logits, y);
@@ -84,8 +96,10 @@ void train_step(Mode& m, const Tensor& x, const Tensor& y, bool timed) {
   m.opt->step();
   (void)loss.item<float>();
   const double t1 = now_ms();
+  const double c1 = cpu_ms();
   if (!timed) return;
   m.step_ms.push_back(t1 - t0);
+  m.step_cpu_ms.push_back(c1 - c0);
   if (!m.dp.is_empty()) {
     const nn::ReplicationStats& s = m.dp->last_stats();
     m.build_ms += s.build_ms;
@@ -174,7 +188,8 @@ int main(int argc, char** argv) {
     }
 
     std::string device_list;
-    for (const Device& d : devices) device_list += (device_list.empty() ? "" : ",") + d.str();
+    for (const Device& d : devices)
+      device_list += (device_list.empty() ? "cpu:" : ",cpu:") + std::to_string(d.index);
     std::printf("data_parallel_bench: %s batch=%lld size=%lld classes=%lld devices=%s "
                 "threads_per_device=%d rounds=%lld steps=%lld\n",
                 model_name.c_str(), static_cast<long long>(batch), static_cast<long long>(size),
@@ -206,8 +221,8 @@ int main(int argc, char** argv) {
     for (const Mode& m : modes) {
       const double ms = median(m.step_ms);
       const double n = static_cast<double>(m.step_ms.size());
-      std::printf("mode=%-12s threads=%d ms_per_step=%.1f images_per_s=%.1f", m.name.c_str(),
-                  m.threads, ms, batch * 1000.0 / ms);
+      std::printf("mode=%-12s threads=%d ms_per_step=%.1f cpu_ms_per_step=%.1f images_per_s=%.1f",
+                  m.name.c_str(), m.threads, ms, median(m.step_cpu_ms), batch * 1000.0 / ms);
       if (!m.dp.is_empty()) {
         std::printf(" build_ms=%.2f copy_ms=%.2f copied_mib=%.1f tensors_copied=%.0f "
                     "shared=%.0f skipped=%.0f built=%.2f eval_ms=%.1f",
