@@ -2,7 +2,7 @@
 //
 //   nn::models::ConvNet model;                          // on cpu:0 (device_ids[0])
 //   nn::DataParallel dp(model, {Device("cpu:0"), Device("cpu:1")});
-//   optim::SGD opt(model->parameters(), 0.01);          // the module's own parameters
+//   optim::SGD opt(model->parameters(), optim::SGDOptions(0.01));  // the module's own
 //   Tensor loss = cross_entropy(dp(images), labels);    // logits on cpu:0
 //   loss.backward();                                    // grads summed into model's .grad
 //   opt.step();
@@ -40,15 +40,16 @@
 // (distributed/parallel/SyncBatchNorm.h), as PyTorch recommends.
 //
 // Threads: replicas run concurrently, so the forward must not touch shared
-// mutable state outside the module (each replica has its own parameters,
-// buffers and modules).  On CPU logical devices give each device its
+// mutable state outside the module (each replica has its own buffers and
+// modules) nor write parameters in place (on CPU logical devices replicas
+// read the module's parameter memory).  On CPU logical devices give each device its
 // threads with set_device_num_threads and the calling thread (which runs
 // device_ids[0]'s backward) the same count with set_num_threads.  Do not
 // call forward from a closure running on one of device_ids' default streams
 // (it would wait for itself).
 //
-// Errors: loom::Error for a null module, an empty or mixed-type device list,
-// a module on the wrong device, inputs with no tensor or with tensors that
+// Errors: loom::Error for a null module, device_ids mixing CPU and CUDA, a
+// missing GPU, a module on the wrong device, inputs with no tensor or with tensors that
 // split into different numbers of chunks, or a replica's failure (the
 // message names the replica and its device).
 #pragma once

@@ -429,5 +429,39 @@ TEST(DataParallel, ParameterOnTheWrongDeviceIsNamed) {
   EXPECT_LOOM_ERROR(dp_bn(make_batch(4, 1).x), "buffer \"bn.running_mean\" is on cpu:2");
 }
 
+TEST(DataParallel, ArgumentAndReplicaErrorsAreClear) {
+  nn::Linear model(3, 2);
+  EXPECT_LOOM_ERROR(nn::DataParallel(std::shared_ptr<nn::Module>()), "DataParallel: the module is null");
+  EXPECT_LOOM_ERROR(nn::DataParallel(model, {kCpu0, Device(kCUDA, 0)}),
+                    "DataParallel: device_ids [cpu, cuda:0] mix CPU and CUDA devices");
+  nn::DataParallel dp(model, {kCpu0, kCpu1});
+  auto linear = [](nn::LinearImpl& m, const Tensor& x) { return m.forward(x); };
+  auto pair_fn = [](nn::LinearImpl& m, const Tensor& x, const Tensor& y) {
+    return m.forward(x) + m.forward(y);
+  };
+  auto no_tensor = [](nn::LinearImpl& m, int64_t n) { return m.forward(ones({n, 3})); };
+  EXPECT_LOOM_ERROR(dp->forward_with<nn::LinearImpl>(no_tensor, int64_t{4}),
+                    "DataParallel scatter: the inputs hold no tensor to split along dim 0");
+  // 4 rows split 2 + 2, 3 rows 2 + 1: same count, allowed; 4 rows and 1 row: not.
+  EXPECT_LOOM_ERROR(dp->forward_with<nn::LinearImpl>(pair_fn, randn({4, 3}), randn({1, 3})),
+                    "input tensor 1 [float32 [1, 3] on cpu] splits into 1 chunks along dim 0 but "
+                    "input tensor 0 [float32 [4, 3] on cpu] into 2");
+  EXPECT_LOOM_ERROR(dp->forward_with<nn::LinearImpl>(linear, randn({})),
+                    "DataParallel scatter: input tensor 0", "has no dimension 0 to split along");
+  // Only replica 1 fails (its chunk has 3 rows): the message names it.
+  auto picky = [](nn::LinearImpl& m, const Tensor& x) {
+    LOOM_CHECK(x.size(0) == 4, "picky: got ", x.size(0), " rows");
+    return m.forward(x);
+  };
+  EXPECT_LOOM_ERROR(dp->forward_with<nn::LinearImpl>(picky, randn({7, 3})),
+                    "DataParallel: replica 1 on cpu:1: picky: got 3 rows");
+  EXPECT_LOOM_ERROR(dp->forward_with<nn::Conv2dImpl>(
+                        [](nn::Conv2dImpl& m, const Tensor& x) { return m.forward(x); },
+                        randn({4, 3})),
+                    "DataParallel::forward_with: the module is a Linear, not the type fn takes");
+  // After a failure the next forward works.
+  EXPECT_EQ(dp(randn({5, 3})).sizes(), IntList({5, 2}));
+}
+
 }  // namespace
 }  // namespace loom
