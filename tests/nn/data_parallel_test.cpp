@@ -461,6 +461,16 @@ TEST(DataParallel, ArgumentAndReplicaErrorsAreClear) {
                     "DataParallel::forward_with: the module is a Linear, not the type fn takes");
   // After a failure the next forward works.
   EXPECT_EQ(dp(randn({5, 3})).sizes(), IntList({5, 2}));
+
+  // A module without clone() cannot be replicated.
+  struct Plain : nn::Module {
+    Plain() : nn::Module("Plain") { w = register_parameter("w", ones({3})); }
+    Tensor forward(const Tensor& x) override { return x * w; }
+    Tensor w;
+  };
+  nn::DataParallel plain(std::make_shared<Plain>(), {kCpu0, kCpu1});
+  EXPECT_LOOM_ERROR(plain(randn({4, 3})), "DataParallel: cannot replicate Plain onto cpu:1",
+                    "does not support clone()");
 }
 
 }  // namespace
