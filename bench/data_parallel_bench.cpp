@@ -13,7 +13,10 @@
 //                 memory each step (Replication::kBroadcastAll: PyTorch's
 //                 broadcast traffic)
 //   dp-reclone    the same, replicas cloned anew each step
-//                 (Replication::kCloneEveryForward: PyTorch's replicate())
+//                 (Replication::kCloneEveryForward: PyTorch's replicate();
+//                 clone() also re-runs the initialisers before it copies,
+//                 which PyTorch's shallow module copies do not, so this
+//                 overstates PyTorch's cost: dp-broadcast is the fair bound)
 // Modes are timed in interleaved rounds (each mode --steps steps per round),
 // so a slow spell of the machine does not land on one of them; the first
 // round is a warm-up.  Then each DataParallel mode runs --eval-steps
