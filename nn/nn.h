@@ -1,4 +1,4 @@
-// nn: modules, layers, losses, init and the model zoo.
+// nn: modules, layers, losses, init, the model zoo and DataParallel.
 #pragma once
 
 #include "nn/Cloneable.h"
@@ -17,3 +17,4 @@
 #include "nn/modules/Linear.h"
 #include "nn/modules/Loss.h"
 #include "nn/modules/Pooling.h"
+#include "nn/parallel/DataParallel.h"

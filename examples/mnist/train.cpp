@@ -3,17 +3,26 @@
 //
 //   bazel run //examples/mnist:train -- --epochs 2 --batch-size 128
 //   bazel run //examples/mnist:train -- --device cuda --cuda-graph
+//   bazel run //examples/mnist:train -- --devices cpu:0,cpu:1
 //
 // --cuda-graph (CUDA only) captures the whole training step (forward, loss,
 // backward, SGD) once as a CUDA graph after a few eager warm-up steps, and
 // then replays it for every full batch copied into the same input tensors;
 // a smaller last batch runs eagerly.
+// --devices (two or more, e.g. cpu:0,cpu:1 or cuda:0,cuda:1) trains through
+// nn::DataParallel: each batch is split over the devices, the replicas run
+// at once, and the gradients are summed into the model on the first device
+// (BatchNorm normalises each device's share of the batch by itself).  On CPU
+// logical devices the intra-op threads (--threads, default all cores) are
+// shared evenly between the devices.
 // Data: IDX files in --data-dir (default: data/mnist, written by
 // tools/setup.sh from 10,000 real digits: 8,000 train / 2,000 test); point it
 // at the full MNIST (plain or .gz files) to train on 60,000.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 
 #include "examples/common/ProgressBar.h"
 #include "loom.h"
@@ -28,6 +37,8 @@ struct Flags {
   double lr = 0.01;
   double momentum = 0.9;
   std::string device = "cpu";
+  bool device_given = false;  // --device was on the command line
+  std::string devices;        // --devices: DataParallel over these
   std::string data_dir;
   std::string save = "mnist.safetensors";
   uint64_t seed = 4;
@@ -41,10 +52,10 @@ struct Flags {
 constexpr int kGraphWarmupSteps = 3;
 
 // One training step.  Run eagerly, or recorded into a graph while capturing.
-Tensor train_step(nn::models::ConvNet& model, nn::CrossEntropyLoss& criterion,
+Tensor train_step(nn::Module& model, nn::CrossEntropyLoss& criterion,
                   optim::SGD& optimizer, const Tensor& images, const Tensor& labels) {
   optimizer.zero_grad();
-  Tensor loss = criterion(model(images), labels);
+  Tensor loss = criterion(model.forward(images), labels);
   loss.backward();
   optimizer.step();
   return loss;
@@ -58,7 +69,7 @@ struct GraphedStep {
   int warmups_left = kGraphWarmupSteps;
 
   // Runs the step on this batch (warm-up, capture, or replay); returns the loss.
-  double run(nn::models::ConvNet& model, nn::CrossEntropyLoss& criterion, optim::SGD& optimizer,
+  double run(nn::Module& model, nn::CrossEntropyLoss& criterion, optim::SGD& optimizer,
              const data::Example& batch, Device device) {
     if (!images.defined()) {
       images = empty(batch.data.sizes(), TensorOptions(batch.data.dtype()).device(device));
@@ -80,27 +91,61 @@ struct GraphedStep {
   }
 };
 
-// Top-1 accuracy (in %) of `model` on the test split.
-double evaluate(nn::models::ConvNet& model, data::DataLoader& loader, Device device) {
+// Top-1 accuracy (in %) of `model` (the ConvNet, or DataParallel over it) on
+// the test split.
+double evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
   NoGradGuard no_grad;
-  model->eval();
+  model.eval();
   int64_t correct = 0, total = 0;
   for (const auto& batch : loader) {
-    Tensor logits = model(batch.data.to(device));
+    Tensor logits = model.forward(batch.data.to(device));
     Tensor predicted = logits.argmax(1);
     correct += predicted.eq(batch.target.to(device)).sum().item<int64_t>();
     total += batch.target.size(0);
   }
-  model->train();
+  model.train();
   return total > 0 ? 100.0 * correct / total : 0.0;
+}
+
+// "cpu:0" where Device::str() says "cpu", so device lists read alike.
+std::string device_name(const Device& d) {
+  return d.is_cpu() ? "cpu:" + std::to_string(d.index) : d.str();
+}
+
+// The devices of --devices ("cpu:0,cpu:1"), or the one of --device.
+std::vector<Device> parse_devices(const Flags& flags) {
+  if (flags.devices.empty()) return {Device(flags.device)};
+  std::vector<Device> out;
+  std::stringstream in(flags.devices);
+  std::string item;
+  while (std::getline(in, item, ',')) out.emplace_back(item);
+  LOOM_CHECK(!out.empty(), "--devices: expected a comma-separated list such as cpu:0,cpu:1");
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      LOOM_CHECK(out[i] != out[j], "--devices: ", device_name(out[i]), " is listed twice");
+  LOOM_CHECK(!flags.device_given || Device(flags.device) == out[0], "--device ", flags.device,
+             " and --devices ", flags.devices, " disagree; give --devices alone (the model "
+             "lives on its first device)");
+  return out;
 }
 
 int run(const Flags& flags) {
   if (flags.threads > 0) set_num_threads(flags.threads);
   manual_seed(flags.seed);
-  const Device device(flags.device);
+  const std::vector<Device> devices = parse_devices(flags);
+  const Device device = devices[0];
+  const bool data_parallel = devices.size() > 1;
   LOOM_CHECK(!flags.cuda_graph || device.is_cuda(),
              "--cuda-graph needs a CUDA device (--device cuda), got ", device.str());
+  LOOM_CHECK(!flags.cuda_graph || !data_parallel,
+             "--cuda-graph captures a step on one device; it does not combine with --devices");
+  if (data_parallel && device.is_cpu()) {
+    // Each CPU logical device gets an even share of the threads, and so does
+    // this thread, which runs the first device's backward.
+    const int share = std::max(1, get_num_threads() / static_cast<int>(devices.size()));
+    for (const Device& d : devices) set_device_num_threads(d, share);
+    set_num_threads(share);
+  }
   const std::string data_dir =
       flags.data_dir.empty() ? examples::workspace_root() + "/data/mnist" : examples::user_path(flags.data_dir);
 
@@ -115,12 +160,23 @@ int run(const Flags& flags) {
 
   nn::models::ConvNet model;
   model->to(device);
+  // What the steps call: the model, or DataParallel over it.
+  nn::DataParallel parallel(nullptr);
+  if (data_parallel) parallel = nn::DataParallel(model, devices);
+  nn::Module& net = data_parallel ? static_cast<nn::Module&>(*parallel) : *model;
   nn::CrossEntropyLoss criterion;
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(flags.lr).momentum(flags.momentum));
 
-  std::printf("loom MNIST: %lld train / %lld test images from %s, device %s, %d threads%s\n",
+  std::string where = "device " + device.str();
+  if (data_parallel) {
+    where = "DataParallel over ";
+    for (size_t i = 0; i < devices.size(); ++i) where += (i ? "," : "") + device_name(devices[i]);
+    if (device.is_cpu())
+      where += " (" + std::to_string(device_num_threads(device)) + " intra-op threads per device)";
+  }
+  std::printf("loom MNIST: %lld train / %lld test images from %s, %s, %d threads%s\n",
               static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
-              data_dir.c_str(), device.str().c_str(), get_num_threads(),
+              data_dir.c_str(), where.c_str(), get_num_threads(),
               flags.cuda_graph ? ", training step as a CUDA graph" : "");
   GraphedStep graphed;
   const auto start = std::chrono::steady_clock::now();
@@ -130,18 +186,18 @@ int run(const Flags& flags) {
     for (const auto& batch : train_loader) {
       double loss;
       if (flags.cuda_graph && batch.data.size(0) == flags.batch_size) {
-        loss = graphed.run(model, criterion, optimizer, batch, device);
+        loss = graphed.run(*model, criterion, optimizer, batch, device);
       } else {
         Tensor images = batch.data.to(device, /*non_blocking=*/true);
         Tensor labels = batch.target.to(device, /*non_blocking=*/true);
-        loss = train_step(model, criterion, optimizer, images, labels).item<double>();
+        loss = train_step(net, criterion, optimizer, images, labels).item<double>();
       }
       bar.update(++step, loss, batch.data.size(0));
     }
     const double seconds = bar.finish();
     std::printf("epoch %lld/%lld done in %s: test accuracy %.2f%%\n", static_cast<long long>(epoch),
                 static_cast<long long>(flags.epochs), examples::format_duration(seconds).c_str(),
-                evaluate(model, test_loader, device));
+                evaluate(net, test_loader, device));
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("Training complete in: %s\n", examples::format_duration(total).c_str());
@@ -163,6 +219,8 @@ int main(int argc, char** argv) {
   app.add_option("--lr", flags.lr, "SGD learning rate")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--momentum", flags.momentum, "SGD momentum")->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--device", flags.device, "cpu, cpu:N or cuda[:N]")->capture_default_str();
+  app.add_option("--devices", flags.devices,
+                 "Train with DataParallel over these devices (cpu:0,cpu:1 or cuda:0,cuda:1)");
   app.add_option("--data-dir", flags.data_dir, "Folder with the MNIST IDX files (default: data/mnist)");
   app.add_option("--save", flags.save, "Where to save the trained model (safetensors; empty: don't)")->capture_default_str();
   app.add_option("--seed", flags.seed, "Seed for initialisation and shuffling")->capture_default_str();
@@ -171,6 +229,7 @@ int main(int argc, char** argv) {
   app.add_flag("--cuda-graph", flags.cuda_graph,
                "Capture the training step once as a CUDA graph and replay it (CUDA only)");
   CLI11_PARSE(app, argc, argv);
+  flags.device_given = app.count("--device") > 0;
   try {
     return run(flags);
   } catch (const Error& e) {

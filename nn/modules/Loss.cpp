@@ -9,7 +9,10 @@ CrossEntropyLossImpl::CrossEntropyLossImpl(CrossEntropyLossOptions options_)
 }
 
 void CrossEntropyLossImpl::reset() {
-  if (options.weight_.defined()) register_buffer("weight", options.weight_);
+  // A buffer of its own (a copy), which forward uses: clone() rebuilds with
+  // reset() and must not share the weight with the original.
+  if (options.weight_.defined())
+    options.weight_ = register_buffer("weight", options.weight_.detach().clone());
 }
 
 Tensor CrossEntropyLossImpl::forward(const Tensor& input, const Tensor& target) {
@@ -24,7 +27,10 @@ NLLLossImpl::NLLLossImpl(NLLLossOptions options_) : Cloneable("NLLLoss"), option
 }
 
 void NLLLossImpl::reset() {
-  if (options.weight_.defined()) register_buffer("weight", options.weight_);
+  // A buffer of its own (a copy), which forward uses: clone() rebuilds with
+  // reset() and must not share the weight with the original.
+  if (options.weight_.defined())
+    options.weight_ = register_buffer("weight", options.weight_.detach().clone());
 }
 
 Tensor NLLLossImpl::forward(const Tensor& input, const Tensor& target) {

@@ -12,6 +12,7 @@ struct CrossEntropyLossOptions {
   CrossEntropyLossOptions& reduction(Reduction v) { reduction_ = v; return *this; }
   CrossEntropyLossOptions& ignore_index(int64_t v) { ignore_index_ = v; return *this; }
   CrossEntropyLossOptions& label_smoothing(double v) { label_smoothing_ = v; return *this; }
+  // Per-class weight (C); the module keeps a copy as its "weight" buffer.
   CrossEntropyLossOptions& weight(Tensor v) { weight_ = std::move(v); return *this; }
   Reduction reduction_ = Reduction::kMean;
   int64_t ignore_index_ = -100;
@@ -33,6 +34,7 @@ LOOM_MODULE(CrossEntropyLoss);
 struct NLLLossOptions {
   NLLLossOptions& reduction(Reduction v) { reduction_ = v; return *this; }
   NLLLossOptions& ignore_index(int64_t v) { ignore_index_ = v; return *this; }
+  // Per-class weight (C); the module keeps a copy as its "weight" buffer.
   NLLLossOptions& weight(Tensor v) { weight_ = std::move(v); return *this; }
   Reduction reduction_ = Reduction::kMean;
   int64_t ignore_index_ = -100;

@@ -68,5 +68,34 @@ TEST(MnistTrainer, CudaGraphOnTheCpuIsAnError) {
   EXPECT_THAT(log, ::testing::HasSubstr("--cuda-graph needs a CUDA device (--device cuda), got cpu"));
 }
 
+// --devices cpu:0,cpu:1 trains through nn::DataParallel: one epoch on the
+// default data reaches the accuracy a single device reaches in one epoch.
+TEST(MnistTrainer, DataParallelOverTwoCpuDevices) {
+  const char* env = std::getenv("LOOM_MNIST_DIR");
+  const std::string data = env && *env ? env : workspace_root() + "/data/mnist";
+  ASSERT_TRUE(::access((data + "/t10k-labels-idx1-ubyte").c_str(), R_OK) == 0 ||
+              ::access((data + "/t10k-labels-idx1-ubyte.gz").c_str(), R_OK) == 0)
+      << "no MNIST data in " << data << "; run tools/setup.sh (or set LOOM_MNIST_DIR)";
+  int rc = 0;
+  const std::string log = run("examples/mnist/train --epochs 1 --devices cpu:0,cpu:1 --threads 2 "
+                              "--save '' --data-dir " + data, rc);
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_THAT(log, ::testing::HasSubstr("DataParallel over cpu:0,cpu:1 (1 intra-op threads per device)"));
+  std::smatch m;
+  const std::regex re("epoch 1/1 done in [^:]*: test accuracy ([0-9.]+)%");
+  ASSERT_TRUE(std::regex_search(log, m, re)) << log;
+  EXPECT_GE(std::stod(m[1]), 90.0) << log;
+}
+
+TEST(MnistTrainer, DevicesFlagErrors) {
+  int rc = 0;
+  std::string log = run("examples/mnist/train --devices cpu:0,cpu:0 --epochs 1", rc);
+  EXPECT_EQ(rc, 1) << log;
+  EXPECT_THAT(log, ::testing::HasSubstr("--devices: cpu:0 is listed twice"));
+  log = run("examples/mnist/train --device cpu:1 --devices cpu:0,cpu:1 --epochs 1", rc);
+  EXPECT_EQ(rc, 1) << log;
+  EXPECT_THAT(log, ::testing::HasSubstr("--device cpu:1 and --devices cpu:0,cpu:1 disagree"));
+}
+
 }  // namespace
 }  // namespace loom

@@ -6,7 +6,7 @@
 namespace loom {
 namespace {
 
-using testing::relative_error;
+using testing::RelativeErrorAtMost;
 
 void check_parity(const std::string& name, nn::Module& model, int64_t num_classes, Tensor x) {
   const std::string dir = testing::make_temp_dir();
@@ -33,8 +33,8 @@ void check_parity(const std::string& name, nn::Module& model, int64_t num_classe
                    << output;
   const nn::StateDict ref = nn::load(dir + "/out.safetensors");
 
-  EXPECT_LE(relative_error(logits, ref.at("logits")), 1e-4) << name << " logits";
-  EXPECT_LE(relative_error(loss, ref.at("loss")), 1e-4) << name << " loss";
+  EXPECT_TRUE(RelativeErrorAtMost(logits, ref.at("logits"), 1e-4)) << name << " logits";
+  EXPECT_TRUE(RelativeErrorAtMost(loss, ref.at("loss"), 1e-4)) << name << " loss";
   // Gradients are compared against their own scale.  A gradient that is zero
   // in exact arithmetic (a convolution bias followed by batch norm) is only
   // rounding noise on both sides: it must be as negligible in loom as in
@@ -47,21 +47,24 @@ void check_parity(const std::string& name, nn::Module& model, int64_t num_classe
   for (const auto& [pname, p] : model.named_parameters()) {
     ASSERT_TRUE(p.grad().defined()) << pname << " has no gradient";
     const Tensor& want = ref.at("grad." + pname);
+    ASSERT_EQ(p.grad().sizes(), want.sizes()) << name << " grad of " << pname;
     const double want_max = want.abs().max().item<double>();
     if (want_max < 1e-5 * grad_scale) {
       EXPECT_LT(p.grad().abs().max().item<double>(), 1e-5 * grad_scale)
           << name << " grad of " << pname << " should vanish";
     } else {
-      EXPECT_LE(relative_error(p.grad(), want), 1e-4) << name << " grad of " << pname;
+      EXPECT_TRUE(RelativeErrorAtMost(p.grad(), want, 1e-4)) << name << " grad of " << pname;
     }
     ++checked;
   }
   for (const auto& [bname, b] : model.named_buffers()) {
     if (!b.is_floating_point()) {
+      EXPECT_EQ(b.sizes(), ref.at("buffer." + bname).sizes()) << bname;
       EXPECT_EQ(b.to_vector<int64_t>(), ref.at("buffer." + bname).to_vector<int64_t>()) << bname;
       continue;
     }
-    EXPECT_LE(relative_error(b, ref.at("buffer." + bname)), 1e-4) << name << " buffer " << bname;
+    EXPECT_TRUE(RelativeErrorAtMost(b, ref.at("buffer." + bname), 1e-4))
+        << name << " buffer " << bname;
   }
   EXPECT_EQ(checked, static_cast<int>(ref.size()) - 2 - static_cast<int>(model.named_buffers().size()));
 }
