@@ -62,7 +62,7 @@ void cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t di
   std::vector<Tensor> parts;
   parts.reserve(inputs.size());
   for (const Tensor& t : inputs)
-    parts.push_back(native::contiguous(native::to(t, out.device(), out.dtype())));
+    parts.push_back(native::contiguous(native::to(t, t.device(), out.dtype())));
   cat_contiguous(out, parts, dim);
 }
 

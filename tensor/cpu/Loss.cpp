@@ -323,7 +323,9 @@ void class_loss_backward_kernel(bool cross_entropy, const Tensor& grad_input, co
                                 const Tensor& divisor, const Tensor& x, const Tensor& logsumexp,
                                 const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
                                 int64_t S, int64_t ignore_index, double label_smoothing) {
-  const double scale = divisor.defined() ? 1.0 / divisor.item<double>() : 1.0;
+  // The divisor is a 0-dim float64 tensor on the CPU.
+  const double scale =
+      divisor.defined() ? 1.0 / *static_cast<const double*>(divisor.data_ptr()) : 1.0;
   if (cross_entropy)
     cross_entropy_backward_kernel(grad_input, grad, scale, x, logsumexp, target, weight, N, C, S,
                                   ignore_index, label_smoothing);

@@ -25,10 +25,12 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 bool cat_skips(const Tensor& t);
 
 // ---- kernels (one slot per device type) -----------------------------------------
-// out = cat(inputs, dim): out is contiguous; every input is on out's device
-// and of out's shape except along dim, of any dtype and layout (the kernel
-// converts: the CPU's first makes each contiguous in out's dtype, CUDA's
-// copies each straight into its slice, converting on the device).
+// out = cat(inputs, dim): out is contiguous; every input is of out's device
+// type (CPU inputs may sit on other CPU logical devices: host memory is
+// shared) and of out's shape except along dim, of any dtype and layout (the
+// kernel converts: the CPU's first makes each contiguous in out's dtype on
+// its own device, CUDA's copies each straight into its slice, converting on
+// the device).
 using CatKernel = void (*)(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim);
 extern DispatchStub<CatKernel> cat_stub;
 
