@@ -258,8 +258,8 @@ TEST(HvdDistributedOptimizer, AParameterOnlySomeRanksUseIsReducedByName) {
     auto [ra, rb] = make_heads(3);
     auto [a, b] = make_heads(3);
     std::vector<Tensor> ref_params = named(ra, rb).values();
-    optim::SGD ref_opt(ref_params, 0.1);
-    optim::SGD sgd(named(a, b).values(), 0.1);
+    optim::SGD ref_opt(ref_params, optim::SGDOptions(0.1));
+    optim::SGD sgd(named(a, b).values(), optim::SGDOptions(0.1));
     hvd::DistributedOptimizer optimizer(sgd, named(a, b));
     for (int s = 0; s < 2; ++s) {
       ref_opt.zero_grad();

@@ -33,7 +33,7 @@ TEST(HvdBasics, RankSizeLocalRankAndErrorsBeforeInit) {
         Tensor t = ones({2});
         expect_error([&] { hvd::allreduce(t); }, {"hvd::allreduce", "hvd::init()"}, "allreduce before init");
         nn::Linear model(2, 2);
-        optim::SGD sgd(model->parameters(), 0.1);
+        optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1));
         expect_error([&] { hvd::DistributedOptimizer opt(sgd, model->named_parameters()); },
                      {"hvd::DistributedOptimizer", "hvd::init()"}, "DistributedOptimizer before init");
         hvd::shutdown();  // not initialised: nothing to do
