@@ -199,6 +199,18 @@ int64_t fusion_threshold() {
   return initialized("hvd::fusion_threshold").controller->options().fusion_threshold;
 }
 
+Stats stats() {
+  Global& g = global();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  const ControllerStats c = initialized("hvd::stats").controller->stats();
+  Stats s;
+  s.submitted = c.submitted;
+  s.rounds = c.rounds;
+  s.fused_operations = c.fused_operations;
+  s.tensors = c.tensors;
+  return s;
+}
+
 }  // namespace horovod
 }  // namespace distributed
 }  // namespace loom

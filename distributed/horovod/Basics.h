@@ -82,6 +82,17 @@ int local_size();
 // hvd's fusion threshold in bytes (after the environment).  Throws before init.
 int64_t fusion_threshold();
 
+// What hvd's background thread has done on this rank since init(): for
+// tuning the fusion threshold and cycle time, and for tests.
+struct Stats {
+  int64_t submitted = 0;         // operations queued (tensor ops, gradients, broadcasts)
+  int64_t rounds = 0;            // negotiation rounds
+  int64_t fused_operations = 0;  // collectives that carried tensors (fused ones count once)
+  int64_t tensors = 0;           // tensors they carried
+};
+// Throws before init.
+Stats stats();
+
 }  // namespace horovod
 }  // namespace distributed
 }  // namespace loom

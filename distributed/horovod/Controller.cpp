@@ -64,6 +64,11 @@ Controller::~Controller() {
     r->state->fail("hvd: '" + r->name + "' was still waiting for the other ranks when hvd was shut down");
 }
 
+ControllerStats Controller::stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
 std::string Controller::auto_name(OpKind kind) {
   std::lock_guard<std::mutex> lock(mutex_);
   return to_string(kind) + ".noname." + std::to_string(++unnamed_);
@@ -83,6 +88,7 @@ Handle Controller::submit(std::unique_ptr<Request> request) {
                "(hvd matches tensors across ranks by name): synchronize the first one, or give this "
                "one another name");
     queue_.push_back(std::move(request));
+    ++stats_.submitted;
   }
   cv_.notify_all();
   return handle;
@@ -124,8 +130,12 @@ void Controller::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      const bool idle = queue_.empty() && !join_requested_;
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || join_requested_; });
       if (stop_) return;
+      // Woken from idle by a first request: give the requests that follow
+      // it (the rest of a backward's gradients) one cycle to arrive.
+      if (idle) next_round = std::max(next_round, Clock::now() + options_.cycle_time);
       cv_.wait_until(lock, next_round, [&] { return stop_; });
       if (stop_) return;
     }
@@ -176,6 +186,12 @@ bool Controller::run_round() {
   std::vector<Record> records;
   for (int r = 0; r < size; ++r) records.push_back(Record::decode(all.data_ptr<int64_t>() + r * Record::kLength, r));
   const Round round = plan_round(records);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.rounds;
+    stats_.fused_operations += static_cast<int64_t>(round.groups.size());
+    for (const auto& group : round.groups) stats_.tensors += static_cast<int64_t>(group.size());
+  }
 
   if (round.all_joined) {
     {
@@ -281,7 +297,7 @@ void Controller::warn_stalls(const std::vector<Record>& records, const std::vect
     r->warned = true;
     const std::vector<int> missing = ranks_without(records, r->desc.name_hash);
     std::fprintf(stderr,
-                 "hvd warning (rank %d): '%s' has waited %.0f s for rank(s) %s to submit it; every rank "
+                 "hvd warning (rank %d): '%s' has waited %.1f s for rank(s) %s to submit it; every rank "
                  "must submit the same operation names, or join() when it has run out of data\n",
                  exec_.rank, r->name.c_str(), seconds(now - r->submitted), rank_list(missing).c_str());
     std::fflush(stderr);

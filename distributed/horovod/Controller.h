@@ -7,9 +7,10 @@
 // device threads, the main thread) submitted them in.  It runs rounds:
 //
 //   wait until something is queued, or join() was called
-//   pace: at least cycle_time since the last round (Horovod's cycle time;
-//         lets the gradients of one backward gather so they fuse), longer
-//         (doubling, up to 64 ms) after a round that matched nothing
+//   pace: at least cycle_time since the last round, and since the request
+//         that woke the thread (Horovod's cycle time: the gradients of one
+//         backward that are ready within a cycle fuse), longer (doubling,
+//         up to 64 ms) after a round that matched nothing
 //   negotiate: all-gather one Record per rank on the CPU group, plan the
 //         round (distributed/horovod/Negotiation.h: match by name, check,
 //         fuse)
@@ -52,6 +53,14 @@ namespace loom {
 namespace distributed {
 namespace horovod {
 
+// What the controller has done since it started (this rank's view).
+struct ControllerStats {
+  int64_t submitted = 0;         // operations queued
+  int64_t rounds = 0;            // negotiation rounds (record all-gathers)
+  int64_t fused_operations = 0;  // planned groups run: one payload collective each
+  int64_t tensors = 0;           // operations run in them (joined: the others')
+};
+
 struct ControllerOptions {
   // Bytes per fused collective; 0: no fusion.  Same on every rank (checked).
   int64_t fusion_threshold = int64_t(128) << 20;
@@ -89,6 +98,8 @@ class Controller {
   // process, so ranks that submit unnamed operations in the same order agree.
   std::string auto_name(OpKind kind);
 
+  ControllerStats stats();
+
   int rank() const { return exec_.rank; }
   int size() const { return exec_.size; }
   const ControllerOptions& options() const { return options_; }
@@ -116,6 +127,7 @@ class Controller {
   bool join_done_ = false;
   int join_result_ = -1;
   int64_t unnamed_ = 0;
+  ControllerStats stats_;
 
   std::thread thread_;
 };

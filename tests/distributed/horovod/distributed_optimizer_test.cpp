@@ -126,6 +126,41 @@ class WideCompressor : public hvd::Compressor {
   std::string name() const override { return "wide"; }
 };
 
+TEST(HvdDistributedOptimizer, AllReducesStartDuringBackwardAndAStepsGradientsFuse) {
+  hvd::InitOptions options;
+  options.cycle_time_ms = 300;  // a backward of this model takes far less
+  run_hvd_ranks(2, [](int rank) {
+    ModulePtr model = seeded(make_mlp, 100);
+    optim::SGD sgd(model->parameters(), sgd_options());
+    hvd::DistributedOptimizer optimizer(sgd, model->named_parameters());
+    LOOM_CHECK(optimizer.parameter_names() == std::vector<std::string>({"allreduce.0.weight", "allreduce.0.bias",
+                                                                        "allreduce.2.weight", "allreduce.2.bias"}),
+               "parameter names");
+    // The first layer's weight gets its gradient last: by then the last
+    // layer's gradients have been submitted (backward is still running).
+    int64_t submitted_during_backward = -1;
+    const int64_t base = hvd::stats().submitted;
+    model->parameters()[0].register_post_accumulate_grad_hook(
+        [&](Tensor&) { submitted_during_backward = hvd::stats().submitted - base; });
+    const std::vector<Batch> batches = make_batches(make_mlp, {6}, 2, 21);
+    for (const Batch& b : batches) {
+      submitted_during_backward = -1;
+      const int64_t submitted = hvd::stats().submitted;
+      const hvd::Stats before = hvd::stats();
+      optimizer.zero_grad();
+      mse_loss(model->forward(shard(b.x, rank, 2)), shard(b.y, rank, 2)).backward();
+      LOOM_CHECK(submitted_during_backward - (submitted - base) >= 3, "only ",
+                 submitted_during_backward - (submitted - base), " gradients were submitted when the last one "
+                 "was produced");
+      optimizer.step();
+      const hvd::Stats after = hvd::stats();
+      LOOM_CHECK(after.fused_operations - before.fused_operations == 1 && after.tensors - before.tensors == 4,
+                 "one step: ", after.fused_operations - before.fused_operations, " collectives for ",
+                 after.tensors - before.tensors, " gradients, expected 1 for 4");
+    }
+  }, options);
+}
+
 TEST(HvdDistributedOptimizer, GradientsCanTravelCompressed) {
   run_hvd_ranks(2, [](int rank) {
     train_and_compare(rank, 2, make_mlp, {6}, std::make_shared<WideCompressor>());

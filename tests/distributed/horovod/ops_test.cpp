@@ -104,6 +104,34 @@ TEST(HvdOps, AllreduceEveryOpFusedScaledInPlaceAndAsync) {
   }
 }
 
+TEST(HvdOps, TensorsReadyWithinACycleFuseIntoOneCollectiveUpToTheThreshold) {
+  for (int64_t threshold : {int64_t(-1), int64_t(0), int64_t(400)}) {
+    SCOPED_TRACE(threshold);
+    hvd::InitOptions options;
+    options.cycle_time_ms = 500;  // every tensor below is queued within the first cycle
+    options.fusion_threshold_bytes = threshold;
+    run_hvd_ranks(2, [threshold](int rank) {
+      const hvd::Stats before = hvd::stats();
+      std::vector<Tensor> tensors;
+      std::vector<hvd::Handle> handles;
+      for (int i = 0; i < 40; ++i) {  // 40 x 10 floats = 40 x 40 bytes
+        tensors.push_back(full({10}, double(rank + i)));
+        handles.push_back(hvd::allreduce_async_(tensors.back(), "t" + std::to_string(i), hvd::Sum));
+      }
+      for (int i = 0; i < 40; ++i) check_all(hvd::synchronize(handles[i]), 2.0 * i + 1, "fused sum");
+      const hvd::Stats after = hvd::stats();
+      const int64_t ops = after.fused_operations - before.fused_operations;
+      // Default 128 MiB: one collective; 0: none fused; 400 bytes: 10 tensors each.
+      const int64_t expected = threshold < 0 ? 1 : threshold == 0 ? 40 : 4;
+      LOOM_CHECK(ops == expected, "threshold ", threshold, ": ", ops, " collectives for 40 tensors, expected ",
+                 expected);
+      LOOM_CHECK(after.tensors - before.tensors == 40 && after.submitted - before.submitted == 40, "counts: ",
+                 after.tensors - before.tensors, " tensors, ", after.submitted - before.submitted, " submitted");
+      LOOM_CHECK(after.rounds - before.rounds == 1, after.rounds - before.rounds, " negotiation rounds");
+    }, options);
+  }
+}
+
 TEST(HvdOps, AllgatherConcatenatesUnevenRowsInRankOrder) {
   for (int world : {2, 3}) {
     SCOPED_TRACE(world);
