@@ -168,13 +168,25 @@ bool Controller::run_round() {
       joined = true;
       mine.status = join_first_round_ ? RankStatus::kJoining : RankStatus::kJoined;
     } else {
-      for (const auto& r : queue_) {
-        if (listed.size() == static_cast<size_t>(Record::kMaxEntries)) break;
-        listed.push_back(r.get());
+      // A record holds kMaxEntries: with more queued, list first what the
+      // reference rank listed last round (so ranks whose queues hold the
+      // same tensors in very different orders still meet), then the oldest.
+      const size_t max = Record::kMaxEntries;
+      std::vector<Request*> order;
+      if (queue_.size() > max && !wanted_.empty())
+        for (const auto& r : queue_)
+          if (wanted_.count(r->desc.name_hash)) order.push_back(r.get());
+      for (const auto& r : queue_)
+        if (queue_.size() <= max || !wanted_.count(r->desc.name_hash)) order.push_back(r.get());
+      for (Request* r : order) {
+        if (listed.size() == max) break;
+        listed.push_back(r);
         mine.entries.push_back(r->desc);
-        if (options_.stall_timeout.count() > 0 && now - r->submitted > options_.stall_timeout)
-          mine.stalled = true;
       }
+      for (const auto& r : queue_)
+        if (options_.stall_timeout.count() > 0 && now - r->submitted > options_.stall_timeout &&
+            std::find(listed.begin(), listed.end(), r.get()) != listed.end())
+          mine.stalled = true;
     }
   }
 
@@ -186,6 +198,12 @@ bool Controller::run_round() {
   std::vector<Record> records;
   for (int r = 0; r < size; ++r) records.push_back(Record::decode(all.data_ptr<int64_t>() + r * Record::kLength, r));
   const Round round = plan_round(records);
+  wanted_.clear();
+  for (int r = 0; r < size; ++r) {
+    if (records[r].status != RankStatus::kActive) continue;
+    for (const Descriptor& d : records[r].entries) wanted_.insert(d.name_hash);
+    break;  // the lowest active rank: the reference
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.rounds;

@@ -127,6 +127,8 @@ class Controller {
   bool join_done_ = false;
   int join_result_ = -1;
   int64_t unnamed_ = 0;
+  // Controller thread only: the names the reference rank listed last round.
+  std::unordered_set<uint64_t> wanted_;
   ControllerStats stats_;
 
   std::thread thread_;

@@ -3,6 +3,7 @@
 // alltoall (even and with splits), matching by name whatever the order,
 // errors when ranks disagree or only some submit (no hang), join (zeros,
 // last rank), handles, argument errors, compression.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -130,6 +131,23 @@ TEST(HvdOps, TensorsReadyWithinACycleFuseIntoOneCollectiveUpToTheThreshold) {
       LOOM_CHECK(after.rounds - before.rounds == 1, after.rounds - before.rounds, " negotiation rounds");
     }, options);
   }
+}
+
+TEST(HvdOps, ManyMoreTensorsThanARecordHoldsMatchInOppositeOrders) {
+  hvd::InitOptions options;
+  options.cycle_time_ms = 200;       // everything is queued before the first round
+  options.stall_shutdown_time_s = 20;
+  run_hvd_ranks(2, [](int rank) {
+    // Rank 0 queues a0..a69 then b0..b69; rank 1 the b's first: the first
+    // 64 of each rank's queue have no name in common.
+    std::vector<std::string> names;
+    for (const char* group : {"a", "b"})
+      for (int i = 0; i < 70; ++i) names.push_back(group + std::to_string(i));
+    if (rank == 1) std::rotate(names.begin(), names.begin() + 70, names.end());
+    std::vector<hvd::Handle> handles;
+    for (const std::string& name : names) handles.push_back(hvd::allreduce_async(full({2}, 1.0), name, hvd::Sum));
+    for (const hvd::Handle& h : handles) check_all(hvd::synchronize(h), 2, h.name());
+  }, options);
 }
 
 TEST(HvdOps, AllgatherConcatenatesUnevenRowsInRankOrder) {
