@@ -35,6 +35,15 @@
 //   * a gradient produced more than backward_passes_per_step times before
 //     step() (thrown by backward(), from the hook).
 //
+// Why not DDP's Reducer (distributed/parallel/Reducer.h)?  It reduces fixed
+// buckets in a fixed order and finishes inside backward, which is DDP's
+// contract; Horovod's is different: tensors are matched by name whenever
+// they are ready on every rank, gradients may accumulate over several
+// backward passes, the wait is in step(), and joined ranks must be able to
+// mirror reductions they do not take part in.  Both share the mechanism
+// (post-accumulate hooks, flat fused buffers, collectives on loom's process
+// groups); the matching lives in distributed/horovod/Negotiation.h.
+//
 // The wrapped optimizer must outlive this object (as for LR schedulers);
 // schedulers and checkpoints work on it directly.  Parameters are matched
 // across ranks by name, so the named_parameters must name the same

@@ -41,9 +41,11 @@ struct ExecContext {
 
 // Issues the collective(s) of one group.  descs[i] is entry i's descriptor,
 // requests[i] this rank's request for it (all null on a joined rank).  Every
-// request's state is issued, or failed when packing fails here.  Throws only
-// when the collective itself cannot be issued (the ranks are then out of
-// step; the Controller stops).
+// request's state is issued, or failed when packing its tensor fails here
+// (this rank then sends neutral data for it, so the ranks stay in step).
+// Throws when a collective cannot be issued; as the descriptors agree on
+// every rank, every rank throws alike, and the Controller fails the group's
+// handles.
 void execute_group(const ExecContext& ctx, const std::vector<Descriptor>& descs,
                    const std::vector<Request*>& requests);
 
