@@ -130,13 +130,13 @@ void Controller::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      const bool idle = queue_.empty() && !join_requested_;
       cv_.wait(lock, [&] { return stop_ || !queue_.empty() || join_requested_; });
       if (stop_) return;
-      // Woken from idle by a first request: give the requests that follow
-      // it (the rest of a backward's gradients) one cycle to arrive.
-      if (idle) next_round = std::max(next_round, Clock::now() + options_.cycle_time);
-      cv_.wait_until(lock, next_round, [&] { return stop_; });
+      // The oldest request waits at least one cycle, so the requests that
+      // follow it (the rest of a backward's gradients) arrive and fuse.
+      Clock::time_point deadline = next_round;
+      if (!queue_.empty()) deadline = std::max(deadline, queue_.front()->submitted + options_.cycle_time);
+      cv_.wait_until(lock, deadline, [&] { return stop_; });
       if (stop_) return;
     }
     const Clock::time_point start = Clock::now();

@@ -7,10 +7,10 @@
 // device threads, the main thread) submitted them in.  It runs rounds:
 //
 //   wait until something is queued, or join() was called
-//   pace: at least cycle_time since the last round, and since the request
-//         that woke the thread (Horovod's cycle time: the gradients of one
-//         backward that are ready within a cycle fuse), longer (doubling,
-//         up to 64 ms) after a round that matched nothing
+//   pace: at least cycle_time since the last round, and since the oldest
+//         queued request was submitted (Horovod's cycle time: the gradients
+//         of one backward that are ready within a cycle fuse), longer
+//         (doubling, up to 64 ms) after a round that matched nothing
 //   negotiate: all-gather one Record per rank on the CPU group, plan the
 //         round (distributed/horovod/Negotiation.h: match by name, check,
 //         fuse)
