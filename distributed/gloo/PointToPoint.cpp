@@ -79,81 +79,85 @@ struct Transfer {
   }
 };
 
+// Checks the arguments of a send (peer_name "dst", direction "to") or a recv
+// ("src", "from") and makes its Transfer.
+std::shared_ptr<Transfer> new_transfer(std::shared_ptr<ProcessGroupGloo::Shared> shared,
+                                       const char* op, const char* peer_name,
+                                       const char* direction, const Tensor& tensor, int peer,
+                                       int tag) {
+  checks::check_tensor(kWho, op, tensor, "tensor", kPlacement);
+  checks::check_peer(kWho, op, peer_name, peer, shared->rank, shared->size, tag);
+  std::string description =
+      checks::describe_transfer(op, tensor, direction, peer, tag, shared->rank, shared->size);
+  return std::make_shared<Transfer>(std::move(description), std::move(shared));
+}
+
 }  // namespace
 
 WorkPtr ProcessGroupGloo::send(const Tensor& tensor, int dst, int tag) {
-  checks::check_tensor(kWho, "send", tensor, "tensor", kPlacement);
-  checks::check_peer(kWho, "send", "dst", dst, rank_, size_, tag);
-  auto transfer = std::make_shared<Transfer>(
-      checks::describe_transfer("send", tensor, "to", dst, tag, rank_, size_), shared_);
-  Transfer& x = *transfer;
-  const bool posted = x.post([&] {
-    x.header[0] = kMagic;
-    x.header[1] = static_cast<int64_t>(tensor.dtype());
-    x.header[2] = tensor.numel();
-    x.host = to_host(tensor, true);
-    x.header_buf = x.buffer(x.header, sizeof(x.header));
-    x.header_buf->send(dst, slot(kHeaderSlotPrefix, tag));
+  auto transfer = new_transfer(shared_, "send", "dst", "to", tensor, dst, tag);
+  const bool posted = transfer->post([&] {
+    transfer->header[0] = kMagic;
+    transfer->header[1] = static_cast<int64_t>(tensor.dtype());
+    transfer->header[2] = tensor.numel();
+    transfer->host = to_host(tensor, true);
+    transfer->header_buf = transfer->buffer(transfer->header, sizeof(transfer->header));
+    transfer->header_buf->send(dst, slot(kHeaderSlotPrefix, tag));
     if (tensor.nbytes() > 0) {
-      x.data_buf = x.buffer(x.host.ptr(), tensor.nbytes());
-      x.data_buf->send(dst, slot(kDataSlotPrefix, tag));
+      transfer->data_buf = transfer->buffer(transfer->host.ptr(), tensor.nbytes());
+      transfer->data_buf->send(dst, slot(kDataSlotPrefix, tag));
     }
   });
   if (!posted) return transfer->work;
   spawn_p2p([transfer] {
-    Transfer& x = *transfer;
-    x.complete([&] {
-      x.wait(*x.header_buf, true);
-      if (x.data_buf) x.wait(*x.data_buf, true);
+    transfer->complete([&] {
+      transfer->wait(*transfer->header_buf, true);
+      if (transfer->data_buf) transfer->wait(*transfer->data_buf, true);
     });
   });
   return transfer->work;
 }
 
 WorkPtr ProcessGroupGloo::recv(Tensor& tensor, int src, int tag) {
-  checks::check_tensor(kWho, "recv", tensor, "tensor", kPlacement);
-  checks::check_peer(kWho, "recv", "src", src, rank_, size_, tag);
-  auto transfer = std::make_shared<Transfer>(
-      checks::describe_transfer("recv", tensor, "from", src, tag, rank_, size_), shared_);
-  Transfer& x = *transfer;
-  const bool posted = x.post([&] {
-    x.header_buf = x.buffer(x.header, sizeof(x.header));
-    x.header_buf->recv(src, slot(kHeaderSlotPrefix, tag));
+  auto transfer = new_transfer(shared_, "recv", "src", "from", tensor, src, tag);
+  const bool posted = transfer->post([&] {
+    transfer->header_buf = transfer->buffer(transfer->header, sizeof(transfer->header));
+    transfer->header_buf->recv(src, slot(kHeaderSlotPrefix, tag));
   });
   if (!posted) return transfer->work;
   const Tensor t = tensor;
   spawn_p2p([transfer, t, src, tag] {
-    Transfer& x = *transfer;
-    x.complete([&] {
-      x.wait(*x.header_buf, false);
-      const int64_t dtype = x.header[1];
-      const int64_t numel = x.header[2];
-      if (x.header[0] != kMagic || dtype < 0 || dtype >= kNumDTypes || numel < 0) {
-        const std::string message = "ProcessGroupGloo: " + x.description + ": rank " +
+    transfer->complete([&] {
+      transfer->wait(*transfer->header_buf, false);
+      const int64_t dtype = transfer->header[1];
+      const int64_t numel = transfer->header[2];
+      if (transfer->header[0] != kMagic || dtype < 0 || dtype >= kNumDTypes || numel < 0) {
+        const std::string message = "ProcessGroupGloo: " + transfer->description + ": rank " +
                                     std::to_string(src) +
                                     " sent a malformed message header (is it running loom?)";
-        x.shared->set_broken(message);
+        transfer->shared->set_broken(message);
         throw Error(message);
       }
       if (dtype == static_cast<int64_t>(t.dtype()) && numel == t.numel()) {
         if (t.nbytes() > 0) {
-          x.host = to_host(t, false);
-          x.data_buf = x.buffer(x.host.ptr(), t.nbytes());
-          x.data_buf->recv(src, slot(kDataSlotPrefix, tag));
-          x.wait(*x.data_buf, false);
-          x.host.write_back();
+          transfer->host = to_host(t, false);
+          transfer->data_buf = transfer->buffer(transfer->host.ptr(), t.nbytes());
+          transfer->data_buf->recv(src, slot(kDataSlotPrefix, tag));
+          transfer->wait(*transfer->data_buf, false);
+          transfer->host.write_back();
         }
       } else {
         // Take the data (so the sender completes) and report the mismatch.
         const size_t bytes = static_cast<size_t>(numel) * element_size(static_cast<DType>(dtype));
         if (bytes > 0) {
-          x.drain.reset(new char[bytes]);
-          x.data_buf = x.buffer(x.drain.get(), bytes);
-          x.data_buf->recv(src, slot(kDataSlotPrefix, tag));
-          x.wait(*x.data_buf, false);
+          transfer->drain.reset(new char[bytes]);
+          transfer->data_buf = transfer->buffer(transfer->drain.get(), bytes);
+          transfer->data_buf->recv(src, slot(kDataSlotPrefix, tag));
+          transfer->wait(*transfer->data_buf, false);
         }
-        throw Error("ProcessGroupGloo: " + x.description + ": rank " + std::to_string(src) +
-                    " sent " + std::to_string(numel) + " " + dtype_text(dtype) +
+        throw Error("ProcessGroupGloo: " + transfer->description + ": rank " +
+                    std::to_string(src) + " sent " + std::to_string(numel) + " " +
+                    dtype_text(dtype) +
                     " with this tag, which does not match the tensor to receive into (" +
                     t.describe() + "); the message was discarded");
       }
