@@ -1,6 +1,6 @@
 // Umbrella header of loom's distributed layer (target //distributed).
 //
-//   init_process_group / collectives     distributed/Distributed.h
+//   init_process_group / collectives     distributed/DefaultGroup.h
 //   ProcessGroupGloo                     distributed/ProcessGroupGloo.h
 //   ProcessGroupNccl (CUDA builds)       distributed/ProcessGroupNccl.h
 //   TCPStore, FileStore, PrefixStore     distributed/store/
@@ -11,7 +11,7 @@
 // The launcher is the binary //distributed/launch:loomrun.
 #pragma once
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "distributed/ProcessGroup.h"
 #include "distributed/ProcessGroupGloo.h"
 #include "distributed/ProcessGroupNccl.h"
