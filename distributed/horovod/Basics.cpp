@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "distributed/Rendezvous.h"
 #include "distributed/horovod/Global.h"
 #include "tensor/CudaRuntime.h"
