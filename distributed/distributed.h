@@ -8,7 +8,8 @@
 //   DistributedDataParallel              distributed/parallel/DistributedDataParallel.h
 //   nn::SyncBatchNorm                    distributed/parallel/SyncBatchNorm.h
 //   all_gather_concat, all_reduce_mean   distributed/parallel/Evaluation.h
-// The launcher is the binary //distributed/launch:loomrun.
+// The launcher is the binary //distributed/launch:loomrun.  The Horovod-style
+// API is its own target, //distributed/horovod (distributed/horovod/horovod.h).
 #pragma once
 
 #include "distributed/DefaultGroup.h"
