@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <limits>
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "loom.h"
 
 using namespace loom;

@@ -6,6 +6,14 @@ namespace loom {
 namespace distributed {
 namespace checks {
 
+void check_group(const char* who, const std::shared_ptr<Store>& store, int rank, int size,
+                 std::chrono::milliseconds timeout) {
+  LOOM_CHECK(store != nullptr, who, ": the store is null");
+  LOOM_CHECK(size >= 1, who, ": size must be >= 1, got ", size);
+  LOOM_CHECK(rank >= 0 && rank < size, who, ": rank must be in [0, ", size, "), got ", rank);
+  LOOM_CHECK(timeout.count() > 0, who, ": timeout must be positive, got ", timeout.count(), " ms");
+}
+
 std::string sizes_text(const IntList& sizes) {
   std::ostringstream out;
   out << "[";
@@ -16,6 +24,13 @@ std::string sizes_text(const IntList& sizes) {
 
 std::string name_at(const char* list, size_t index) {
   return std::string(list) + "[" + std::to_string(index) + "]";
+}
+
+std::string describe_transfer(const char* op, const Tensor& t, const char* direction, int peer,
+                              int tag, int rank, int size) {
+  return std::string(op) + " of " + std::to_string(t.numel()) + " " + dtype_name(t.dtype()) +
+         " " + direction + " rank " + std::to_string(peer) + " with tag " + std::to_string(tag) +
+         " on rank " + std::to_string(rank) + " of " + std::to_string(size);
 }
 
 void check_tensor(const char* who, const char* op, const Tensor& t, const std::string& name,
@@ -82,21 +97,6 @@ void check_all_gather_into_tensor(const char* who, const Tensor& output, const T
              "::all_gather_into_tensor: output must hold size() * input.numel() = ", size, " * ",
              input.numel(), " = ", size * input.numel(), " elements, got ", output.numel(),
              " (shape ", sizes_text(output.sizes()), ")");
-}
-
-void check_all_to_all(const char* who, const std::vector<Tensor>& outputs,
-                      const std::vector<Tensor>& inputs, int rank) {
-  for (size_t r = 0; r < inputs.size() && r < outputs.size(); ++r) {
-    LOOM_CHECK(inputs[r].dtype() == inputs[0].dtype() && outputs[r].dtype() == inputs[0].dtype(),
-               who, "::all_to_all: every input and output must have the dtype of inputs[0] (",
-               dtype_name(inputs[0].dtype()), "); inputs[", r, "] is ",
-               dtype_name(inputs[r].dtype()), ", outputs[", r, "] is ",
-               dtype_name(outputs[r].dtype()));
-  }
-  LOOM_CHECK(inputs[rank].numel() == outputs[rank].numel(), who, "::all_to_all: outputs[", rank,
-             "] receives this rank's own inputs[", rank,
-             "], so they must have as many elements; got ", outputs[rank].numel(), " and ",
-             inputs[rank].numel());
 }
 
 void check_reduce_op(const char* who, ReduceOp op, DType dtype) {

@@ -6,14 +6,18 @@
 // "ProcessGroupNccl"; op the collective, "all_reduce"), names the argument
 // ("tensor", "outputs[2]") and says what was expected and what was got.  They
 // run in the calling thread before anything is queued, and are pure host
-// logic (tested without any GPU in tests/distributed/process_group).
+// logic (tested without any GPU in tests/distributed/process_group).  The
+// checks of the collectives over lists of tensors (gather, scatter,
+// all_gather, reduce_scatter, all_to_all) are in distributed/GatherScatter.h.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "distributed/ReduceOp.h"
+#include "distributed/store/Store.h"
 #include "tensor/Tensor.h"
 
 namespace loom {
@@ -24,13 +28,23 @@ namespace checks {
 enum class Placement {
   kCpuOrCuda,  // gloo with CUDA: CPU tensors, CUDA tensors staged through the host
   kCpuOnly,    // gloo without CUDA
-  kCudaOnly,   // nccl
+  kCudaOnly,   // nccl; every tensor of one collective on one device (GatherScatter.h)
 };
+
+// A backend's constructor: store not null, size >= 1, rank in [0, size),
+// timeout positive.  Messages start "<who>: ".
+void check_group(const char* who, const std::shared_ptr<Store>& store, int rank, int size,
+                 std::chrono::milliseconds timeout);
 
 // "[2, 3]" for messages.
 std::string sizes_text(const IntList& sizes);
 // "outputs[2]".
 std::string name_at(const char* list, size_t index);
+// The description of a send or recv (its Work's): "send of 4 float32 to
+// rank 1 with tag 0 on rank 0 of 2" (op "send", direction "to"; or "recv",
+// "from").
+std::string describe_transfer(const char* op, const Tensor& t, const char* direction, int peer,
+                              int tag, int rank, int size);
 
 // t is defined, on a device the backend takes, and contiguous.
 void check_tensor(const char* who, const char* op, const Tensor& t, const std::string& name,
@@ -52,11 +66,6 @@ void check_peer(const char* who, const char* op, const char* name, int peer, int
 // all_gather_into_tensor: same dtype, output.numel() == size * input.numel().
 void check_all_gather_into_tensor(const char* who, const Tensor& output, const Tensor& input,
                                   int size);
-// all_to_all: one dtype throughout, and outputs[rank] as large as
-// inputs[rank] (a rank's message to itself).  Counts and tensors are checked
-// before (check_count, check_tensor).
-void check_all_to_all(const char* who, const std::vector<Tensor>& outputs,
-                      const std::vector<Tensor>& inputs, int rank);
 // The reduce op is defined for dtype: avg needs a floating dtype; bool takes
 // sum/max (logical or) and product/min (logical and).
 void check_reduce_op(const char* who, ReduceOp op, DType dtype);

@@ -4,7 +4,7 @@
 // group, size() how many take part.  Every collective is asynchronous: it
 // checks its arguments at once (throwing loom::Error), enqueues the
 // operation and returns a Work; call wait() on it (or use the blocking
-// free functions in distributed/Distributed.h).  Every rank must issue the
+// free functions in distributed/DefaultGroup.h).  Every rank must issue the
 // same collectives in the same order.  Each collective has timeout(): past
 // it, wait() throws an error naming the collective, the rank and the timeout.
 //

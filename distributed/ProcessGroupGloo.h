@@ -7,67 +7,42 @@
 // worker threads that run them with Gloo; the returned Work finishes when the
 // collective has, with the error (loom::Error) if it failed.
 //
-// Design notes:
-// * Workers.  `threads` workers, each with its own Gloo context (own
-//   connections).  Collective number k goes to worker k % threads, the same
-//   on every rank, so each worker sees the same sequence everywhere.  Two
-//   collectives may therefore run at the same time; one that touches memory
-//   an earlier unfinished one touches waits for it first, so results are as
-//   if run in issue order.  barrier() waits for every earlier collective.
-// * Consistency check.  Gloo aborts the process (std::terminate in its IO
-//   thread) when ranks pass different sizes.  So before each collective the
-//   ranks exchange a few bytes describing it (kind, op, dtype, counts, root)
-//   and all fail with one clear loom::Error when they disagree; the group stays
-//   usable.  It costs one small message round per collective; turn it off with
-//   check_consistency = false only when the program is known to be uniform.
-// * Small messages.  Latency, not bytes, is what a small collective costs:
-//   Gloo's ring all-reduce takes 2(n-1) message rounds whatever the size.  So
-//   all_reduce, broadcast and the all-gathers of at most small_message_bytes
-//   per rank run as one all-gather of every rank's bytes (n-1 rounds), and
-//   each rank reduces the gathered values itself in rank order (identical
-//   results on every rank).  Up to 4 KiB the data even travels inside the
-//   consistency check's own all-gather (every rank's record is its
-//   description plus a fixed 4 KiB payload area, so records always have
-//   equal size and a mismatch stays an error, never an abort): one exchange
-//   instead of three, check included.  Larger small messages go as their
-//   own all-gather once the check has confirmed equal sizes.  Every rank
-//   must use the same small_message_bytes; 0 turns the path off.
+// What a caller can rely on (the design notes that say how are next to the
+// code, named here):
+// * Order.  Collectives run on `threads` workers, two possibly at the same
+//   time, but with results as if run in issue order; barrier() waits for
+//   every earlier collective.  (gloo/Worker.cpp, "Workers".)
+// * Consistency check.  Gloo aborts the process when ranks pass different
+//   sizes; instead, before each collective the ranks exchange a description
+//   of it and all fail with one clear loom::Error when they disagree; the
+//   group stays usable.  It costs one small message round per collective;
+//   turn it off with check_consistency = false only when the program is
+//   known to be uniform.  (gloo/ConsistencyCheck.h.)
+// * Small messages.  all_reduce, broadcast and the all-gathers of at most
+//   small_message_bytes per rank run as one all-gather of every rank's
+//   bytes, each rank reducing in rank order (identical results everywhere);
+//   up to 4 KiB inside the consistency check's own exchange.  Every rank must
+//   use the same small_message_bytes.  (gloo/Worker.cpp, "Small messages".)
 // * Timeouts and dead peers.  Every collective (the check included) must
 //   finish within timeout(); past it wait() throws loom::Error naming the
 //   collective, the rank and the timeout.  A peer that dies closes its sockets
 //   and the collective fails at once with an error saying so.  After either
 //   the group is broken (Gloo has closed its connections): later collectives
-//   fail fast saying so; make a new group.  (Gloo writes to sockets without
-//   MSG_NOSIGNAL, so the constructor sets SIGPIPE to ignored when it still has
-//   its default action, as Python does; otherwise a dead peer would kill us.)
-// * Memory.  Contiguous CPU tensors are reduced and received in place (no
-//   copies).  Lists of tensors (all_gather, gather, all_to_all) go through
-//   one scratch buffer unless they already lie back to back in memory.
-//   reduce_scatter is an all-reduce of the concatenated inputs followed by a
-//   copy of this rank's chunk (Gloo 0.5 has no reduce-scatter for unbound
-//   buffers); it moves about as many bytes as a ring reduce-scatter would.
-// * CUDA tensors (builds with CUDA) are staged through pinned host memory:
-//   the worker copies them once an event recorded on the caller's current
-//   stream when the collective was issued has completed (so work queued
-//   before it, on any stream, is seen), and copies results back before the
-//   Work completes.
-// * Transport thread.  Gloo reads every socket on one loop thread per device
-//   (named loom-gloo-net) and the workers write from their own threads,
-//   each holding the connection's mutex.  A write wakes the peer's loop
-//   thread, and a woken thread may preempt the writer on its CPU with the
-//   mutex still held; the loop thread of that rank, when its socket turns
-//   readable meanwhile, fails its try_lock and spins on epoll until a
-//   scheduler tick (4 ms) lets the writer finish.  On a machine whose cores
-//   are all busy (two ranks on two cores) that stalled a 116 KB all-reduce
-//   for 3.5-4.5 ms instead of 0.5 ms.  So the loop thread runs under
-//   SCHED_BATCH (batch_transport_thread): it still gets its share of the
-//   CPU, but a wake-up never preempts; it waits for the running thread to
-//   block.  bench/RESULTS.md has the measurements.
-// * Point to point.  send/recv bypass the workers: the send is posted at once
-//   (it completes once the receiver has taken the data), a recv is driven by a
-//   helper thread; a small header travels first so that a size or dtype
-//   mismatch is a loom::Error on the receiver (the data is drained), not an
-//   abort.  Messages between two ranks with the same tag arrive in order.
+//   fail fast saying so; make a new group.  The constructor sets SIGPIPE to
+//   ignored when it still has its default action, as Python does.
+//   (gloo/GlooState.h; ProcessGroupGloo.cpp, "SIGPIPE".)
+// * Memory.  Contiguous CPU tensors are reduced and received in place; lists
+//   of tensors go through one scratch buffer unless they lie back to back.
+//   CUDA tensors (builds with CUDA) are staged through pinned host memory,
+//   after the work queued before the collective on the caller's stream.
+//   (gloo/HostStaging.h.)
+// * Transport thread.  Gloo's socket loop thread runs under SCHED_BATCH
+//   (batch_transport_thread), which keeps a busy machine from stalling small
+//   collectives.  (ProcessGroupGloo.cpp, "Transport thread".)
+// * Point to point.  send completes once the receiver has taken the data; a
+//   size or dtype mismatch is a loom::Error on the receiver (the data is
+//   drained), not an abort.  Messages between two ranks with the same tag
+//   arrive in order.  (gloo/PointToPoint.cpp.)
 //
 // ReduceOp::Avg is sum then divide, for floating dtypes only (an integer avg
 // throws: reduce with sum and divide as you need).  Bool: sum/max = or,
@@ -107,15 +82,15 @@ struct ProcessGroupGlooOptions {
   // Worker threads (each with its own Gloo connections); >= 1.
   int threads = 2;
   // Exchange a description of each collective first, so mismatches across
-  // ranks are errors rather than aborts (see the design notes).
+  // ranks are errors rather than aborts ("Consistency check" above).
   bool check_consistency = true;
   // all_reduce, broadcast and all-gathers of at most this many bytes per rank
-  // take one all-gather instead of Gloo's algorithm (design notes, "Small
-  // messages").  Rounded up to a multiple of 8; at most 16 MiB; 0 turns it
+  // take one all-gather instead of Gloo's algorithm ("Small messages"
+  // above).  Rounded up to a multiple of 8; at most 16 MiB; 0 turns it
   // off.
   size_t small_message_bytes = 64 * 1024;
-  // Run Gloo's transport loop thread under SCHED_BATCH (design notes,
-  // "Transport thread"; Linux only).  Only the policy of a thread this
+  // Run Gloo's transport loop thread under SCHED_BATCH ("Transport thread"
+  // above; Linux only).  Only the policy of a thread this
   // constructor starts is changed, and only when the constructing thread
   // runs under the default policy.
   bool batch_transport_thread = true;
@@ -165,12 +140,15 @@ class ProcessGroupGloo : public ProcessGroup {
   WorkPtr send(const Tensor& tensor, int dst, int tag = 0) override;
   WorkPtr recv(Tensor& tensor, int src, int tag = 0) override;
 
+  // Defined in distributed/gloo/GlooState.h (private to the group's sources).
   struct Task;
   struct Worker;
   struct Shared;
 
  private:
+  // Queues a checked collective to its worker (gloo/Worker.cpp).
   WorkPtr enqueue(std::shared_ptr<Task> task);
+  // Runs a point-to-point helper thread, joining finished ones.
   void spawn_p2p(std::function<void()> fn);
 
   ProcessGroupGlooOptions options_;

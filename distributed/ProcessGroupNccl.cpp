@@ -74,12 +74,7 @@ bool env_flag(const char* name) {
 ProcessGroupNccl::ProcessGroupNccl(std::shared_ptr<Store> store, int rank, int size,
                                    ProcessGroupNcclOptions options)
     : ProcessGroup(rank, size, options.timeout), options_(std::move(options)) {
-  LOOM_CHECK(store != nullptr, "ProcessGroupNccl: the store is null");
-  LOOM_CHECK(size >= 1, "ProcessGroupNccl: size must be >= 1, got ", size);
-  LOOM_CHECK(rank >= 0 && rank < size, "ProcessGroupNccl: rank must be in [0, ", size, "), got ",
-             rank);
-  LOOM_CHECK(options_.timeout.count() > 0, "ProcessGroupNccl: timeout must be positive, got ",
-             options_.timeout.count(), " ms");
+  checks::check_group("ProcessGroupNccl", store, rank, size, options_.timeout);
   LOOM_CHECK(cuda::device_count() > 0, "ProcessGroupNccl: rank ", rank,
              " sees no CUDA device (no GPU or driver, or CUDA_VISIBLE_DEVICES hides them); the "
              "nccl backend needs one GPU per rank; use backend 'gloo' on machines without GPUs");

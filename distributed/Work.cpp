@@ -44,12 +44,5 @@ void Work::on_completion(std::function<void()> fn) {
   fn();
 }
 
-WorkPtr completed_work(std::string description) {
-  auto work = std::make_shared<Work>(std::move(description));
-  work->finish();
-  return work;
-}
-
-
 }  // namespace distributed
 }  // namespace loom

@@ -50,8 +50,5 @@ class Work {
 
 using WorkPtr = std::shared_ptr<Work>;
 
-// A work that is already finished (e.g. a collective over one rank).
-WorkPtr completed_work(std::string description = "");
-
 }  // namespace distributed
 }  // namespace loom

@@ -1,6 +1,6 @@
 // Umbrella header of loom's distributed layer (target //distributed).
 //
-//   init_process_group / collectives     distributed/Distributed.h
+//   init_process_group / collectives     distributed/DefaultGroup.h
 //   ProcessGroupGloo                     distributed/ProcessGroupGloo.h
 //   ProcessGroupNccl (CUDA builds)       distributed/ProcessGroupNccl.h
 //   TCPStore, FileStore, PrefixStore     distributed/store/
@@ -8,10 +8,11 @@
 //   DistributedDataParallel              distributed/parallel/DistributedDataParallel.h
 //   nn::SyncBatchNorm                    distributed/parallel/SyncBatchNorm.h
 //   all_gather_concat, all_reduce_mean   distributed/parallel/Evaluation.h
-// The launcher is the binary //distributed/launch:loomrun.
+// The launcher is the binary //distributed/launch:loomrun.  The Horovod-style
+// API is its own target, //distributed/horovod (distributed/horovod/horovod.h).
 #pragma once
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "distributed/ProcessGroup.h"
 #include "distributed/ProcessGroupGloo.h"
 #include "distributed/ProcessGroupNccl.h"

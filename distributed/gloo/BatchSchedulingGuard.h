@@ -7,7 +7,7 @@
 // it waits for that thread to block or for the next scheduler tick.  Gloo's
 // loop thread wakes on every message, and when it preempts a Gloo worker that
 // holds the pair's mutex mid-write, the loop's try_lock fails and it spins on
-// epoll until a tick (4 ms) lets the worker finish.  See ProcessGroupGloo.h,
+// epoll until a tick (4 ms) lets the worker finish.  See ProcessGroupGloo.cpp,
 // "Transport thread".
 //
 // Only a thread under the default policy (SCHED_OTHER) is changed; a program

@@ -38,7 +38,8 @@ std::optional<LaunchOptions> parse_launch_options(const std::vector<std::string>
       "After the options: program [args...]  (the program and everything after it, flags\n"
       "included, go to the workers unchanged; \"--\" may separate them from loomrun's options)");
   app.add_option("--nproc_per_node,--nproc-per-node", nproc,
-                 "Workers on this node: a number, or 'auto'/'cpu' for one per core")
+                 "Workers on this node: a number, or 'auto'/'cpu' for one per core (-np N, as "
+                 "horovodrun and mpirun spell it, is the same)")
       ->capture_default_str();
   app.add_option("--nnodes", options.nnodes, "Number of nodes")->capture_default_str();
   app.add_option("--node_rank,--node-rank", options.node_rank, "This node's rank in [0, nnodes)")
@@ -65,7 +66,10 @@ std::optional<LaunchOptions> parse_launch_options(const std::vector<std::string>
   std::vector<std::string> own;
   size_t i = 0;
   while (i < args.size()) {
-    const std::string& arg = args[i];
+    std::string arg = args[i];
+    // Horovod's (and mpirun's) -np N is --nproc_per_node N.
+    if (arg == "-np") arg = "--nproc_per_node";
+    else if (arg.rfind("-np=", 0) == 0) arg = "--nproc_per_node=" + arg.substr(4);
     if (arg == "--") {
       ++i;
       break;

@@ -7,7 +7,8 @@
 //           program [args...]
 //
 // Every flag is also accepted with dashes (--nproc-per-node) and as
-// --flag=value.  The first argument that is not a launcher flag (or whatever
+// --flag=value; -np N (horovodrun's and mpirun's spelling) is
+// --nproc_per_node N.  The first argument that is not a launcher flag (or whatever
 // follows "--") is the program; it and everything after it reach the workers
 // untouched, flags included.
 //

@@ -1,10 +1,12 @@
-// ProcessGroupNccl's collectives: argument checks (shared with gloo), then
+// ProcessGroupNccl's collectives: argument checks (shared with gloo:
+// distributed/CollectiveChecks.h, GatherScatter.h), then
 // one launch each on the NCCL stream (see distributed/nccl/NcclState.h for
 // how a launch is ordered and finished).  Empty without CUDA: the stubs in
 // ProcessGroupNccl.cpp throw instead.
 #ifdef LOOM_WITH_CUDA
 
 #include "autograd/GradMode.h"
+#include "distributed/GatherScatter.h"
 #include "distributed/nccl/NcclState.h"
 #include "tensor/Factory.h"
 
@@ -14,18 +16,6 @@ namespace distributed {
 using namespace nccl_glue;
 
 namespace {
-
-// The start of one buffer holding ts back to back (same dtype), or null.
-char* back_to_back(const std::vector<Tensor>& ts) {
-  if (ts.empty() || ts[0].numel() == 0) return nullptr;
-  char* base = static_cast<char*>(ts[0].data_ptr());
-  char* next = base;
-  for (const Tensor& t : ts) {
-    if (static_cast<char*>(t.data_ptr()) != next) return nullptr;
-    next += t.nbytes();
-  }
-  return base;
-}
 
 // Device-to-device copy on the NCCL stream (a rank's message to itself).
 void copy_on(cudaStream_t stream, const Tensor& dst, const Tensor& src) {
@@ -90,14 +80,7 @@ WorkPtr ProcessGroupNccl::reduce(Tensor& tensor, int root, ReduceOp op) {
 }
 
 WorkPtr ProcessGroupNccl::all_gather(std::vector<Tensor>& outputs, const Tensor& input) {
-  check_cuda_tensor("all_gather", input, "input");
-  checks::check_count(kWho, "all_gather", "outputs", outputs.size(), size_);
-  for (size_t r = 0; r < outputs.size(); ++r) {
-    const std::string name = checks::name_at("outputs", r);
-    check_cuda_tensor("all_gather", outputs[r], name);
-    checks::check_same(kWho, "all_gather", outputs[r], name, input, "input");
-    checks::check_same_device(kWho, "all_gather", outputs[r], name, input, "input");
-  }
+  checks::check_all_gather(kWho, outputs, input, size_, kPlacement);
   Impl& s = *impl_;
   const std::string what = describe("all_gather", nullptr, input, -1, rank_, size_);
   const Tensor in = input;
@@ -139,20 +122,10 @@ WorkPtr ProcessGroupNccl::all_gather_into_tensor(Tensor& output, const Tensor& i
 }
 
 WorkPtr ProcessGroupNccl::gather(std::vector<Tensor>& outputs, const Tensor& input, int root) {
-  check_cuda_tensor("gather", input, "input");
-  checks::check_root(kWho, "gather", root, size_);
+  checks::check_gather(kWho, outputs, input, root, rank_, size_, kPlacement);
   const bool is_root = rank_ == root;
   std::vector<Tensor> outs;
-  if (is_root) {
-    checks::check_count(kWho, "gather", "outputs on the root", outputs.size(), size_);
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      const std::string name = checks::name_at("outputs", r);
-      check_cuda_tensor("gather", outputs[r], name);
-      checks::check_same(kWho, "gather", outputs[r], name, input, "input");
-      checks::check_same_device(kWho, "gather", outputs[r], name, input, "input");
-    }
-    outs = outputs;
-  }
+  if (is_root) outs = outputs;
   Impl& s = *impl_;
   const std::string what = describe("gather", nullptr, input, root, rank_, size_);
   const Tensor in = input;
@@ -175,20 +148,10 @@ WorkPtr ProcessGroupNccl::gather(std::vector<Tensor>& outputs, const Tensor& inp
 }
 
 WorkPtr ProcessGroupNccl::scatter(Tensor& output, const std::vector<Tensor>& inputs, int root) {
-  check_cuda_tensor("scatter", output, "output");
-  checks::check_root(kWho, "scatter", root, size_);
+  checks::check_scatter(kWho, output, inputs, root, rank_, size_, kPlacement);
   const bool is_root = rank_ == root;
   std::vector<Tensor> ins;
-  if (is_root) {
-    checks::check_count(kWho, "scatter", "inputs on the root", inputs.size(), size_);
-    for (size_t r = 0; r < inputs.size(); ++r) {
-      const std::string name = checks::name_at("inputs", r);
-      check_cuda_tensor("scatter", inputs[r], name);
-      checks::check_same(kWho, "scatter", inputs[r], name, output, "output");
-      checks::check_same_device(kWho, "scatter", inputs[r], name, output, "output");
-    }
-    ins = inputs;
-  }
+  if (is_root) ins = inputs;
   Impl& s = *impl_;
   const std::string what = describe("scatter", nullptr, output, root, rank_, size_);
   const Tensor out = output;
@@ -212,14 +175,7 @@ WorkPtr ProcessGroupNccl::scatter(Tensor& output, const std::vector<Tensor>& inp
 
 WorkPtr ProcessGroupNccl::reduce_scatter(Tensor& output, const std::vector<Tensor>& inputs,
                                          ReduceOp op) {
-  check_cuda_tensor("reduce_scatter", output, "output");
-  checks::check_count(kWho, "reduce_scatter", "inputs", inputs.size(), size_);
-  for (size_t r = 0; r < inputs.size(); ++r) {
-    const std::string name = checks::name_at("inputs", r);
-    check_cuda_tensor("reduce_scatter", inputs[r], name);
-    checks::check_same(kWho, "reduce_scatter", inputs[r], name, output, "output");
-    checks::check_same_device(kWho, "reduce_scatter", inputs[r], name, output, "output");
-  }
+  checks::check_reduce_scatter(kWho, output, inputs, size_, kPlacement);
   checks::check_reduce_op(kWho, op, output.dtype());
   Impl& s = *impl_;
   const std::string what =
@@ -250,17 +206,7 @@ WorkPtr ProcessGroupNccl::reduce_scatter(Tensor& output, const std::vector<Tenso
 
 WorkPtr ProcessGroupNccl::all_to_all(std::vector<Tensor>& outputs,
                                      const std::vector<Tensor>& inputs) {
-  checks::check_count(kWho, "all_to_all", "inputs", inputs.size(), size_);
-  checks::check_count(kWho, "all_to_all", "outputs", outputs.size(), size_);
-  for (int r = 0; r < size_; ++r) {
-    check_cuda_tensor("all_to_all", inputs[r], checks::name_at("inputs", r));
-    check_cuda_tensor("all_to_all", outputs[r], checks::name_at("outputs", r));
-    checks::check_same_device(kWho, "all_to_all", inputs[r], checks::name_at("inputs", r),
-                              inputs[0], "inputs[0]");
-    checks::check_same_device(kWho, "all_to_all", outputs[r], checks::name_at("outputs", r),
-                              inputs[0], "inputs[0]");
-  }
-  checks::check_all_to_all(kWho, outputs, inputs, rank_);
+  checks::check_all_to_all(kWho, outputs, inputs, rank_, size_, kPlacement);
   Impl& s = *impl_;
   int64_t total = 0;
   for (const Tensor& t : inputs) total += t.numel();
@@ -310,10 +256,8 @@ WorkPtr ProcessGroupNccl::send(const Tensor& tensor, int dst, int tag) {
   check_cuda_tensor("send", tensor, "tensor");
   checks::check_peer(kWho, "send", "dst", dst, rank_, size_, tag);
   Impl& s = *impl_;
-  const std::string what = "send of " + std::to_string(tensor.numel()) + " " +
-                           dtype_name(tensor.dtype()) + " to rank " + std::to_string(dst) +
-                           " with tag " + std::to_string(tag) + " on rank " +
-                           std::to_string(rank_) + " of " + std::to_string(size_);
+  const std::string what =
+      checks::describe_transfer("send", tensor, "to", dst, tag, rank_, size_);
   const Tensor t = tensor;
   return s.launch(what, t.device().index, {t}, false,
                   [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {
@@ -327,10 +271,8 @@ WorkPtr ProcessGroupNccl::recv(Tensor& tensor, int src, int tag) {
   check_cuda_tensor("recv", tensor, "tensor");
   checks::check_peer(kWho, "recv", "src", src, rank_, size_, tag);
   Impl& s = *impl_;
-  const std::string what = "recv of " + std::to_string(tensor.numel()) + " " +
-                           dtype_name(tensor.dtype()) + " from rank " + std::to_string(src) +
-                           " with tag " + std::to_string(tag) + " on rank " +
-                           std::to_string(rank_) + " of " + std::to_string(size_);
+  const std::string what =
+      checks::describe_transfer("recv", tensor, "from", src, tag, rank_, size_);
   const Tensor t = tensor;
   return s.launch(what, t.device().index, {t}, false,
                   [&](ncclComm_t comm, cudaStream_t stream, Clock::time_point deadline) {

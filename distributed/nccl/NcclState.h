@@ -49,9 +49,10 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr const char* kWho = "ProcessGroupNccl";
+constexpr checks::Placement kPlacement = checks::Placement::kCudaOnly;
 
 inline void check_cuda_tensor(const char* op, const Tensor& t, const std::string& name) {
-  checks::check_tensor(kWho, op, t, name, checks::Placement::kCudaOnly);
+  checks::check_tensor(kWho, op, t, name, kPlacement);
 }
 
 // "all_reduce (sum) of 1024 float32 on rank 1 of 2" (as gloo's).

@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "autograd/GradMode.h"
-#include "distributed/Distributed.h"
 #include "autograd/functions/Shape.h"
+#include "distributed/DefaultGroup.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
 

@@ -5,7 +5,7 @@
 #include "autograd/GradMode.h"
 #include "autograd/functions/Record.h"
 #include "autograd/functions/Shape.h"
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
 

@@ -1,7 +1,6 @@
 #include "distributed/store/Socket.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,13 +44,6 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-}
-
-void set_nonblocking(int fd) {
-  const int flags = fcntl(fd, F_GETFL, 0);
-  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  const int fd_flags = fcntl(fd, F_GETFD, 0);
-  if (fd_flags >= 0) fcntl(fd, F_SETFD, fd_flags | FD_CLOEXEC);
 }
 
 namespace {

@@ -76,9 +76,6 @@ IoResult send_all(const Socket& socket, const void* data, size_t n, Clock::time_
 // Receives exactly n bytes into data.
 IoResult recv_all(const Socket& socket, void* data, size_t n, Clock::time_point deadline);
 
-// Makes fd non-blocking and close-on-exec.
-void set_nonblocking(int fd);
-
 }  // namespace net
 }  // namespace distributed
 }  // namespace loom

@@ -2,7 +2,6 @@
 
 #include "autograd/functions/Elementwise.h"
 #include "nn/Init.h"
-#include "nn/modules/Activation.h"
 
 namespace loom {
 namespace nn {
@@ -131,22 +130,6 @@ Tensor ResNetImpl::forward(const Tensor& x) {
   out = layer4(out);                          // (N, 512 * expansion, H/32, W/32)
   out = avgpool(out).flatten(1);              // (N, 512 * expansion)
   return fc(out);                             // (N, num_classes)
-}
-
-Sequential ResNetImpl::as_sequential() const {
-  Sequential seq;
-  seq->push_back("conv1", conv1.ptr());
-  seq->push_back("bn1", bn1.ptr());
-  seq->push_back("relu", ReLU().ptr());
-  seq->push_back("maxpool", maxpool.ptr());
-  seq->push_back("layer1", layer1.ptr());
-  seq->push_back("layer2", layer2.ptr());
-  seq->push_back("layer3", layer3.ptr());
-  seq->push_back("layer4", layer4.ptr());
-  seq->push_back("avgpool", avgpool.ptr());
-  seq->push_back("flatten", Flatten().ptr());
-  seq->push_back("fc", fc.ptr());
-  return seq;
 }
 
 ResNet resnet18(int64_t num_classes) {

@@ -69,9 +69,6 @@ class ResNetImpl : public Cloneable<ResNetImpl> {
   explicit ResNetImpl(ResNetOptions options);
   void reset() override;
   Tensor forward(const Tensor& x) override;
-  // The layers in forward order as one Sequential (conv1 ... fc, with a
-  // Flatten before fc), sharing this model's modules: what pipelines split.
-  Sequential as_sequential() const;
 
   ResNetOptions options;
   Conv2d conv1{nullptr};

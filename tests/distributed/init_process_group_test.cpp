@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "distributed/launch/Spawn.h"
 #include "tensor/Factory.h"
 #include "tests/TestUtil.h"

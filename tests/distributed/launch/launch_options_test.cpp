@@ -51,6 +51,21 @@ TEST(LaunchOptions, SpellingsAndPassThrough) {
             (std::vector<std::string>{"-weird"}));
 }
 
+TEST(LaunchOptions, HorovodsNpIsNprocPerNode) {
+  const auto o = parse({"-np", "3", "train", "-np", "7"});
+  EXPECT_EQ(o.nproc_per_node, 3);
+  EXPECT_EQ(o.world_size(), 3);
+  // After the program, -np belongs to the program.
+  EXPECT_EQ(o.command, (std::vector<std::string>{"train", "-np", "7"}));
+  EXPECT_EQ(parse({"-np=2", "--master_port", "1234", "p"}).nproc_per_node, 2);
+  EXPECT_EQ(parse({"--standalone", "-np", "4", "p"}).nproc_per_node, 4);
+  EXPECT_LOOM_ERROR(parse({"-np", "0", "p"}), "--nproc_per_node", "'0'");
+  EXPECT_LOOM_ERROR(parse({"-np", "two", "p"}), "--nproc_per_node", "'two'");
+  std::ostringstream help;
+  parse_launch_options({"--help"}, help);
+  EXPECT_THAT(help.str(), ::testing::HasSubstr("-np N"));
+}
+
 TEST(LaunchOptions, StandalonePicksAPort) {
   const auto o = parse({"--standalone", "--master_addr", "10.1.1.1", "prog"});
   EXPECT_EQ(o.master_addr, "127.0.0.1");

@@ -7,7 +7,7 @@
 // before forking (libgomp does not survive fork).
 #include <sstream>
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "distributed/launch/Spawn.h"
 #include "distributed/parallel/DistributedDataParallel.h"
 #include "distributed/parallel/SyncBatchNorm.h"

@@ -104,9 +104,9 @@ void run_ranks(int size, const std::function<void(ProcessGroupGloo&, int)>& fn,
 
 const DType kDTypes[] = {kFloat32, kFloat64, kInt32, kInt64, kUInt8, kBool};
 
-// The ways a collective can travel (ProcessGroupGloo.h, "Small messages"):
-// inside the consistency check's all-gather, as an all-gather of its own
-// (check off), or through gloo's own algorithm (small path off).  The
+// The ways a collective can travel (distributed/gloo/Worker.cpp, "Small
+// messages"): inside the consistency check's all-gather, as an all-gather of
+// its own (check off), or through gloo's own algorithm (small path off).  The
 // collective suites below run each of them.
 struct Path {
   const char* name;

@@ -3,7 +3,7 @@
 // that need its absence skip.  No fork here, so asking the driver is safe.
 #include <chrono>
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "distributed/ProcessGroupNccl.h"
 #include "distributed/store/HashStore.h"
 #include "tensor/CudaRuntime.h"

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 #include "distributed/ProcessGroupGloo.h"
 #include "distributed/ProcessGroupNccl.h"
 #include "distributed/launch/Spawn.h"

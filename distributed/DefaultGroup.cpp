@@ -1,4 +1,4 @@
-#include "distributed/Distributed.h"
+#include "distributed/DefaultGroup.h"
 
 #include <algorithm>
 #include <cctype>

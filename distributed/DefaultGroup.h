@@ -1,5 +1,8 @@
-// The torch.distributed-shaped entry points: one default process group per
-// process, created from the launcher's environment.
+// The default process group and the free functions on it: the
+// torch.distributed-shaped entry points (init_process_group, get_rank,
+// new_group, all_reduce, ...).  One default group per process, created from
+// the launcher's environment.  (The umbrella header of the whole layer is
+// distributed/distributed.h.)
 //
 //   distributed::init_process_group("gloo");          // env:// (loomrun, torchrun, Slurm, mpirun)
 //   auto rank = distributed::get_rank();
