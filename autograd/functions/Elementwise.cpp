@@ -62,7 +62,7 @@ std::string backward_name(BinaryOp op) {
 // dims its input was broadcast along.
 class BinaryOpBackward final : public Node {
  public:
-  BinaryOpBackward(BinaryOp op, const ops::BinaryArgs& args, InputMeta a_meta, InputMeta b_meta)
+  BinaryOpBackward(BinaryOp op, const optable::BinaryArgs& args, InputMeta a_meta, InputMeta b_meta)
       : op_(op), args_(args), a_meta_(std::move(a_meta)), b_meta_(std::move(b_meta)) {}
   std::string name() const override { return backward_name(op_); }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
@@ -71,7 +71,7 @@ class BinaryOpBackward final : public Node {
     Tensor ga, gb;
     native::visit_binary_op(op_, [&](auto tag) {
       using Op = typename decltype(tag)::type;
-      const Op rule = ops::make_op<Op>(args_);
+      const Op rule = optable::make_op<Op>(args_);
       if (needs_input_grad(0))
         ga = reduce_grad(rule.template grad_a<Tensor>(g, av, bv, ov), a_meta_);
       if (needs_input_grad(1))
@@ -88,7 +88,7 @@ class BinaryOpBackward final : public Node {
 
  private:
   BinaryOp op_;
-  ops::BinaryArgs args_;
+  optable::BinaryArgs args_;
   InputMeta a_meta_, b_meta_;
 };
 
@@ -115,7 +115,7 @@ class WhereBackward final : public Node {
 Tensor arith(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
   Tensor out = native::binary(op, a, b, alpha);
   if (!out.is_floating_point() || native::is_comparison(op)) return out;
-  if (auto node = record<BinaryOpBackward>({a, b}, {out}, op, ops::BinaryArgs{alpha.to_double()},
+  if (auto node = record<BinaryOpBackward>({a, b}, {out}, op, optable::BinaryArgs{alpha.to_double()},
                                            meta_of(a), meta_of(b))) {
     const BinarySaves saves = saves_of(op);
     if (saves.a) node->a = SavedTensor(a, false);
@@ -141,7 +141,7 @@ Tensor& arith_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1)
     NoGradGuard no_grad;
     native::binary_(op, self, other, alpha);
   }
-  auto node = std::make_shared<BinaryOpBackward>(op, ops::BinaryArgs{alpha.to_double()},
+  auto node = std::make_shared<BinaryOpBackward>(op, optable::BinaryArgs{alpha.to_double()},
                                                  self_meta, meta_of(other));
   if (saves.a) node->a = SavedTensor(old, false);
   if (saves.b) node->b = SavedTensor(other, false);
@@ -162,39 +162,39 @@ BinaryOp id() {
 // ---- free functions -------------------------------------------------------------
 
 Tensor add(const Tensor& self, const Tensor& other, Scalar alpha) {
-  return arith(id<ops::Add>(), self, other, alpha);
+  return arith(id<optable::Add>(), self, other, alpha);
 }
 Tensor add(const Tensor& self, Scalar other) {
-  return arith(id<ops::Add>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Add>(), self, native::wrap_scalar(other, self));
 }
 Tensor sub(const Tensor& self, const Tensor& other, Scalar alpha) {
-  return arith(id<ops::Sub>(), self, other, alpha);
+  return arith(id<optable::Sub>(), self, other, alpha);
 }
 Tensor sub(const Tensor& self, Scalar other) {
-  return arith(id<ops::Sub>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Sub>(), self, native::wrap_scalar(other, self));
 }
 Tensor rsub(const Tensor& self, Scalar other) {
-  return arith(id<ops::Sub>(), native::wrap_scalar(other, self), self);
+  return arith(id<optable::Sub>(), native::wrap_scalar(other, self), self);
 }
-Tensor mul(const Tensor& self, const Tensor& other) { return arith(id<ops::Mul>(), self, other); }
+Tensor mul(const Tensor& self, const Tensor& other) { return arith(id<optable::Mul>(), self, other); }
 Tensor mul(const Tensor& self, Scalar other) {
-  return arith(id<ops::Mul>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Mul>(), self, native::wrap_scalar(other, self));
 }
-Tensor div(const Tensor& self, const Tensor& other) { return arith(id<ops::Div>(), self, other); }
+Tensor div(const Tensor& self, const Tensor& other) { return arith(id<optable::Div>(), self, other); }
 Tensor div(const Tensor& self, Scalar other) {
-  return arith(id<ops::Div>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Div>(), self, native::wrap_scalar(other, self));
 }
 Tensor rdiv(const Tensor& self, Scalar other) {
-  return arith(id<ops::Div>(), native::wrap_scalar(other, self), self);
+  return arith(id<optable::Div>(), native::wrap_scalar(other, self), self);
 }
 Tensor pow(const Tensor& self, const Tensor& exponent) {
-  return arith(id<ops::Pow>(), self, exponent);
+  return arith(id<optable::Pow>(), self, exponent);
 }
 Tensor maximum(const Tensor& self, const Tensor& other) {
-  return arith(id<ops::Maximum>(), self, other);
+  return arith(id<optable::Maximum>(), self, other);
 }
 Tensor minimum(const Tensor& self, const Tensor& other) {
-  return arith(id<ops::Minimum>(), self, other);
+  return arith(id<optable::Minimum>(), self, other);
 }
 
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
@@ -215,12 +215,12 @@ Tensor where(const Tensor& condition, Scalar self, const Tensor& other) {
   return where(condition, native::wrap_scalar(self, other), other);
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare(id<ops::Eq>(), a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare(id<ops::Ne>(), a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare(id<ops::Lt>(), a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare(id<ops::Le>(), a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare(id<ops::Gt>(), a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare(id<ops::Ge>(), a, b); }
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(id<optable::Eq>(), a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(id<optable::Ne>(), a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(id<optable::Lt>(), a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(id<optable::Le>(), a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(id<optable::Gt>(), a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(id<optable::Ge>(), a, b); }
 Tensor eq(const Tensor& a, Scalar b) { return eq(a, native::wrap_scalar(b, a)); }
 Tensor ne(const Tensor& a, Scalar b) { return ne(a, native::wrap_scalar(b, a)); }
 Tensor lt(const Tensor& a, Scalar b) { return lt(a, native::wrap_scalar(b, a)); }
@@ -237,7 +237,7 @@ bool equal(const Tensor& a, const Tensor& b) {
   native::check_defined("equal", b, "other");
   native::check_same_device("equal", a, "self", b, "other");
   if (a.sizes() != b.sizes()) return false;
-  return native::all_true(native::binary(id<ops::Eq>(), a, b));
+  return native::all_true(native::binary(id<optable::Eq>(), a, b));
 }
 
 // ---- Tensor methods and operators ---------------------------------------------
@@ -251,24 +251,24 @@ Tensor Tensor::mul(Scalar o) const { return loom::mul(*this, o); }
 Tensor Tensor::div(const Tensor& o) const { return loom::div(*this, o); }
 Tensor Tensor::div(Scalar o) const { return loom::div(*this, o); }
 Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
-  return arith_(id<ops::Add>(), *this, o, alpha);
+  return arith_(id<optable::Add>(), *this, o, alpha);
 }
 Tensor& Tensor::add_(Scalar o) {
-  return arith_(id<ops::Add>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Add>(), *this, native::wrap_scalar(o, *this));
 }
 Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
-  return arith_(id<ops::Sub>(), *this, o, alpha);
+  return arith_(id<optable::Sub>(), *this, o, alpha);
 }
 Tensor& Tensor::sub_(Scalar o) {
-  return arith_(id<ops::Sub>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Sub>(), *this, native::wrap_scalar(o, *this));
 }
-Tensor& Tensor::mul_(const Tensor& o) { return arith_(id<ops::Mul>(), *this, o); }
+Tensor& Tensor::mul_(const Tensor& o) { return arith_(id<optable::Mul>(), *this, o); }
 Tensor& Tensor::mul_(Scalar o) {
-  return arith_(id<ops::Mul>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Mul>(), *this, native::wrap_scalar(o, *this));
 }
-Tensor& Tensor::div_(const Tensor& o) { return arith_(id<ops::Div>(), *this, o); }
+Tensor& Tensor::div_(const Tensor& o) { return arith_(id<optable::Div>(), *this, o); }
 Tensor& Tensor::div_(Scalar o) {
-  return arith_(id<ops::Div>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Div>(), *this, native::wrap_scalar(o, *this));
 }
 Tensor Tensor::pow(const Tensor& exponent) const { return loom::pow(*this, exponent); }
 Tensor Tensor::eq(const Tensor& o) const { return loom::eq(*this, o); }

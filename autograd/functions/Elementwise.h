@@ -80,8 +80,8 @@ Tensor mish(const Tensor& self, bool inplace = false);
 
 // Any op of the unary table (tensor/native/UnaryOps.h) by id, differentiable:
 // what the functions above call.  apply_unary_ works in place.
-Tensor apply_unary(native::UnaryOp op, const Tensor& self, const ops::UnaryArgs& args = {});
-Tensor apply_unary_(native::UnaryOp op, const Tensor& self, const ops::UnaryArgs& args = {});
+Tensor apply_unary(native::UnaryOp op, const Tensor& self, const optable::UnaryArgs& args = {});
+Tensor apply_unary_(native::UnaryOp op, const Tensor& self, const optable::UnaryArgs& args = {});
 // Clamps to [min, max]; either bound may be absent, not both (throws).  The
 // gradient passes where min <= x <= max.  min > max gives max everywhere.
 Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);

@@ -34,8 +34,8 @@ namespace {
 // Whether backward must build a graph of its own (create_graph).
 bool creating_graph() { return GradMode::is_enabled(); }
 
-ops::UnarySaves saves_of(UnaryOp op) {
-  ops::UnarySaves saves = ops::UnarySaves::kNothing;
+optable::UnarySaves saves_of(UnaryOp op) {
+  optable::UnarySaves saves = optable::UnarySaves::kNothing;
   native::visit_unary_op(op, [&](auto tag) { saves = decltype(tag)::type::saves; });
   return saves;
 }
@@ -62,13 +62,13 @@ class UnaryOpBackward final : public Node {
   std::string name() const override { return backward_name(op_); }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
-    const bool needs_saved = saves_of(op_) != ops::UnarySaves::kNothing;
+    const bool needs_saved = saves_of(op_) != optable::UnarySaves::kNothing;
     const Tensor s = needs_saved ? saved.unpack(*this) : Tensor();
     if (needs_saved && !creating_graph()) return {native::unary_backward(op_, g, s, args_)};
     Tensor grad;
     native::visit_unary_op(op_, [&](auto tag) {
       using Op = typename decltype(tag)::type;
-      grad = ops::make_op<Op>(args_).template backward<Tensor>(g, s);
+      grad = optable::make_op<Op>(args_).template backward<Tensor>(g, s);
     });
     return {grad};
   }
@@ -83,9 +83,9 @@ class UnaryOpBackward final : public Node {
 // Saves what op's backward needs: the input x or the output y.
 void save_for_backward(UnaryOpBackward& node, UnaryOp op, const Tensor& x, const Tensor& y) {
   switch (saves_of(op)) {
-    case ops::UnarySaves::kInput: node.saved = SavedTensor(x, false); break;
-    case ops::UnarySaves::kOutput: node.saved = SavedTensor(y, true); break;
-    case ops::UnarySaves::kNothing: break;
+    case optable::UnarySaves::kInput: node.saved = SavedTensor(x, false); break;
+    case optable::UnarySaves::kOutput: node.saved = SavedTensor(y, true); break;
+    case optable::UnarySaves::kNothing: break;
   }
 }
 
@@ -109,7 +109,7 @@ Tensor apply_unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
   const std::string name = std::string(native::unary_op_name(op)) + "_";
   autograd::check_inplace(self, name.c_str());
   // A rule on the input needs the value from before the write.
-  const Tensor old = saves_of(op) == ops::UnarySaves::kInput ? native::clone(self) : Tensor();
+  const Tensor old = saves_of(op) == optable::UnarySaves::kInput ? native::clone(self) : Tensor();
   {
     NoGradGuard no_grad;
     native::unary_(op, self, args);
@@ -177,45 +177,45 @@ Tensor activation(const Tensor& self, bool inplace, const UnaryArgs& args = {}) 
 }
 }  // namespace
 
-Tensor neg(const Tensor& self) { return apply_unary(id<ops::Neg>(), self); }
-Tensor abs(const Tensor& self) { return apply_unary(id<ops::Abs>(), self); }
-Tensor sign(const Tensor& self) { return apply_unary(id<ops::Sign>(), self); }
-Tensor exp(const Tensor& self) { return apply_unary(id<ops::Exp>(), self); }
-Tensor expm1(const Tensor& self) { return apply_unary(id<ops::Expm1>(), self); }
-Tensor log(const Tensor& self) { return apply_unary(id<ops::Log>(), self); }
-Tensor log1p(const Tensor& self) { return apply_unary(id<ops::Log1p>(), self); }
-Tensor sqrt(const Tensor& self) { return apply_unary(id<ops::Sqrt>(), self); }
-Tensor rsqrt(const Tensor& self) { return apply_unary(id<ops::Rsqrt>(), self); }
-Tensor erf(const Tensor& self) { return apply_unary(id<ops::Erf>(), self); }
-Tensor relu(const Tensor& self) { return apply_unary(id<ops::Relu>(), self); }
-Tensor sigmoid(const Tensor& self) { return apply_unary(id<ops::Sigmoid>(), self); }
-Tensor tanh(const Tensor& self) { return apply_unary(id<ops::Tanh>(), self); }
+Tensor neg(const Tensor& self) { return apply_unary(id<optable::Neg>(), self); }
+Tensor abs(const Tensor& self) { return apply_unary(id<optable::Abs>(), self); }
+Tensor sign(const Tensor& self) { return apply_unary(id<optable::Sign>(), self); }
+Tensor exp(const Tensor& self) { return apply_unary(id<optable::Exp>(), self); }
+Tensor expm1(const Tensor& self) { return apply_unary(id<optable::Expm1>(), self); }
+Tensor log(const Tensor& self) { return apply_unary(id<optable::Log>(), self); }
+Tensor log1p(const Tensor& self) { return apply_unary(id<optable::Log1p>(), self); }
+Tensor sqrt(const Tensor& self) { return apply_unary(id<optable::Sqrt>(), self); }
+Tensor rsqrt(const Tensor& self) { return apply_unary(id<optable::Rsqrt>(), self); }
+Tensor erf(const Tensor& self) { return apply_unary(id<optable::Erf>(), self); }
+Tensor relu(const Tensor& self) { return apply_unary(id<optable::Relu>(), self); }
+Tensor sigmoid(const Tensor& self) { return apply_unary(id<optable::Sigmoid>(), self); }
+Tensor tanh(const Tensor& self) { return apply_unary(id<optable::Tanh>(), self); }
 
-Tensor relu6(const Tensor& self, bool inplace) { return activation<ops::Relu6>(self, inplace); }
+Tensor relu6(const Tensor& self, bool inplace) { return activation<optable::Relu6>(self, inplace); }
 Tensor leaky_relu(const Tensor& self, double negative_slope, bool inplace) {
-  return activation<ops::LeakyRelu>(self, inplace, {negative_slope});
+  return activation<optable::LeakyRelu>(self, inplace, {negative_slope});
 }
 Tensor elu(const Tensor& self, double alpha, bool inplace) {
-  return activation<ops::Elu>(self, inplace, {alpha});
+  return activation<optable::Elu>(self, inplace, {alpha});
 }
 Tensor gelu(const Tensor& self, const std::string& approximate) {
   LOOM_CHECK(approximate == "none" || approximate == "tanh",
              "gelu: approximate argument must be either \"none\" or \"tanh\", got \"",
              approximate, "\"");
-  return approximate == "tanh" ? apply_unary(id<ops::GeluTanh>(), self)
-                               : apply_unary(id<ops::Gelu>(), self);
+  return approximate == "tanh" ? apply_unary(id<optable::GeluTanh>(), self)
+                               : apply_unary(id<optable::Gelu>(), self);
 }
-Tensor silu(const Tensor& self, bool inplace) { return activation<ops::Silu>(self, inplace); }
+Tensor silu(const Tensor& self, bool inplace) { return activation<optable::Silu>(self, inplace); }
 Tensor hardswish(const Tensor& self, bool inplace) {
-  return activation<ops::Hardswish>(self, inplace);
+  return activation<optable::Hardswish>(self, inplace);
 }
 Tensor hardsigmoid(const Tensor& self, bool inplace) {
-  return activation<ops::Hardsigmoid>(self, inplace);
+  return activation<optable::Hardsigmoid>(self, inplace);
 }
 Tensor softplus(const Tensor& self, double beta, double threshold) {
-  return apply_unary(id<ops::Softplus>(), self, {beta, threshold});
+  return apply_unary(id<optable::Softplus>(), self, {beta, threshold});
 }
-Tensor mish(const Tensor& self, bool inplace) { return activation<ops::Mish>(self, inplace); }
+Tensor mish(const Tensor& self, bool inplace) { return activation<optable::Mish>(self, inplace); }
 
 Tensor pow(const Tensor& self, Scalar exponent) {
   Tensor out = native::pow(self, exponent);
@@ -250,7 +250,7 @@ Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const
 }
 
 Tensor& Tensor::relu_() {
-  apply_unary_(native::unary_op<ops::Relu>(), *this, {});
+  apply_unary_(native::unary_op<optable::Relu>(), *this, {});
   return *this;
 }
 

@@ -37,12 +37,12 @@ void binary_kernel(BinaryOp id, const Tensor& out, const Tensor& a, const Tensor
                    Scalar alpha) {
   native::visit_binary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
-    const Op op = ops::make_op<Op>(ops::BinaryArgs{alpha.to_double()});
+    const Op op = optable::make_op<Op>(optable::BinaryArgs{alpha.to_double()});
     dispatch_dtype(a.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (ops::binary_accepts<Op, T>()) {
+      if constexpr (optable::binary_accepts<Op, T>()) {
         using Out = decltype(op.template forward<T>(T(), T()));
-        if constexpr (std::is_same_v<Op, ops::Pow> && std::is_floating_point_v<T>) {
+        if constexpr (std::is_same_v<Op, optable::Pow> && std::is_floating_point_v<T>) {
           // x ** 2 by a broadcast scalar (x.pow(2) through a tensor) skips std::pow.
           if (is_broadcast_scalar(b) && *static_cast<const T*>(b.data_ptr()) == T(2))
             return simd_map<T, T>(out, a, [](T x) { return x * x; });

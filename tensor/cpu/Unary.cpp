@@ -116,32 +116,32 @@ struct DenseRoutine {
   static constexpr bool exists = false;
 };
 template <typename T>
-struct DenseRoutine<ops::Exp, T> {
+struct DenseRoutine<optable::Exp, T> {
   static constexpr bool exists = true;
   static void run(T* o, const T* i, int64_t n) { exp_dense<T>(o, i, n); }
 };
 template <typename T>
-struct DenseRoutine<ops::Log, T> {
+struct DenseRoutine<optable::Log, T> {
   static constexpr bool exists = true;
   static void run(T* o, const T* i, int64_t n) { log_dense<T>(o, i, n); }
 };
 template <typename T>
-struct DenseRoutine<ops::Tanh, T> {
+struct DenseRoutine<optable::Tanh, T> {
   static constexpr bool exists = true;
   static void run(T* o, const T* i, int64_t n) { tanh_dense<T>(o, i, n); }
 };
 template <typename T>
-struct DenseRoutine<ops::Sigmoid, T> {
+struct DenseRoutine<optable::Sigmoid, T> {
   static constexpr bool exists = true;
   static void run(T* o, const T* i, int64_t n) { sigmoid_dense<T>(o, i, n); }
 };
 template <typename T>
-struct DenseRoutine<ops::Sqrt, T> {
+struct DenseRoutine<optable::Sqrt, T> {
   static constexpr bool exists = true;
   static void run(T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, false); }
 };
 template <typename T>
-struct DenseRoutine<ops::Rsqrt, T> {
+struct DenseRoutine<optable::Rsqrt, T> {
   static constexpr bool exists = true;
   static void run(T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, true); }
 };
@@ -156,13 +156,13 @@ void forward(const Op& op, const Tensor& out, const Tensor& in) {
   }
 }
 
-void unary_kernel(UnaryOp id, const ops::UnaryArgs& args, const Tensor& out, const Tensor& in) {
+void unary_kernel(UnaryOp id, const optable::UnaryArgs& args, const Tensor& out, const Tensor& in) {
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
-    const Op op = ops::make_op<Op>(args);
+    const Op op = optable::make_op<Op>(args);
     dispatch_dtype(out.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (ops::unary_accepts<Op, T>()) {
+      if constexpr (optable::unary_accepts<Op, T>()) {
         forward<Op, T>(op, out, in);
       } else {
         LOOM_FAIL(Op::name, ": no kernel for ", out.describe());
@@ -171,11 +171,11 @@ void unary_kernel(UnaryOp id, const ops::UnaryArgs& args, const Tensor& out, con
   });
 }
 
-void unary_backward_kernel(UnaryOp id, const ops::UnaryArgs& args, const Tensor& out,
+void unary_backward_kernel(UnaryOp id, const optable::UnaryArgs& args, const Tensor& out,
                            const Tensor& grad, const Tensor& saved) {
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
-    const Op op = ops::make_op<Op>(args);
+    const Op op = optable::make_op<Op>(args);
     dispatch_floating(out.dtype(), Op::name, [&](auto tag) {
       using T = typename decltype(tag)::type;
       simd_map<T, T, T>(out, grad, saved,
@@ -234,8 +234,8 @@ void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent) {
       if (e == 3) return simd_map<T, T>(out, in, [](T x) { return x * x * x; });
       if (e == -1) return simd_map<T, T>(out, in, [](T x) { return T(1) / x; });
       if (e == -2) return simd_map<T, T>(out, in, [](T x) { return T(1) / (x * x); });
-      if (e == 0.5) return forward<ops::Sqrt, T>(ops::Sqrt{}, out, in);
-      if (e == -0.5) return forward<ops::Rsqrt, T>(ops::Rsqrt{}, out, in);
+      if (e == 0.5) return forward<optable::Sqrt, T>(optable::Sqrt{}, out, in);
+      if (e == -0.5) return forward<optable::Rsqrt, T>(optable::Rsqrt{}, out, in);
       const T te = static_cast<T>(e);
       unary_loop<T, T>(
           out, in,

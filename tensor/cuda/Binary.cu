@@ -53,10 +53,10 @@ void binary(BinaryOp id, DType dtype, const ElementwiseLayout& layout, void* out
   const Launch l{layout, out, a, b, device, stream};
   native::visit_binary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
-    const Op op = ops::make_op<Op>(ops::BinaryArgs{alpha});
+    const Op op = optable::make_op<Op>(optable::BinaryArgs{alpha});
     dispatch_dtype(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (ops::binary_accepts<Op, T>()) {
+      if constexpr (optable::binary_accepts<Op, T>()) {
         using Out = decltype(op.template forward<T>(T(), T()));
         l.run<Out, T>(ForwardF<Op, Out, T>{op});
       } else {

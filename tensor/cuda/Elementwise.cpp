@@ -112,7 +112,7 @@ void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double 
   });
 }
 
-void unary_kernel(native::UnaryOp op, const ops::UnaryArgs& args, const Tensor& out,
+void unary_kernel(native::UnaryOp op, const optable::UnaryArgs& args, const Tensor& out,
                   const Tensor& in) {
   run(out, {in}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& i) {
     const int device = o.device().index;
@@ -139,7 +139,7 @@ void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min
   });
 }
 
-void unary_backward_kernel(native::UnaryOp op, const ops::UnaryArgs& args, const Tensor& out,
+void unary_backward_kernel(native::UnaryOp op, const optable::UnaryArgs& args, const Tensor& out,
                            const Tensor& grad, const Tensor& saved) {
   run(out, {grad, saved},
       [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {

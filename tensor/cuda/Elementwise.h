@@ -59,7 +59,7 @@ void isclose(const ElementwiseLayout& layout, void* out, const void* a, const vo
              double rtol, double atol, int device, uint64_t stream);
 
 // out = op(in), both of `dtype` (one the op's dtype rule allows).
-void unary(native::UnaryOp op, const ops::UnaryArgs& args, DType dtype,
+void unary(native::UnaryOp op, const optable::UnaryArgs& args, DType dtype,
            const ElementwiseLayout& layout, void* out, const void* in, int device,
            uint64_t stream);
 // out = in ** exponent, both of `dtype` (not bool; an integer dtype takes the
@@ -72,7 +72,7 @@ void clamp(DType dtype, const ElementwiseLayout& layout, void* out, const void* 
            double min, bool has_max, double max, int device, uint64_t stream);
 
 // The fused backward kernels of Unary.h; every operand of floating `dtype`.
-void unary_backward(native::UnaryOp op, const ops::UnaryArgs& args, DType dtype,
+void unary_backward(native::UnaryOp op, const optable::UnaryArgs& args, DType dtype,
                     const ElementwiseLayout& layout, void* out, const void* grad,
                     const void* saved, int device, uint64_t stream);
 void pow_backward(DType dtype, const ElementwiseLayout& layout, void* out, const void* grad,

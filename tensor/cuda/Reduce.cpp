@@ -39,12 +39,12 @@ void var_kernel(const Tensor& out, const native::ReduceView& v, int64_t correcti
   const Tensor x = native::to(native::reshape(v.src, {v.outer, v.reduce, v.inner}),
                               v.src.device(), kFloat64);
   const Tensor d =
-      native::binary(native::binary_op<ops::Sub>(), x, native::mean(x, {1}, true));
-  Tensor s = native::sum(native::binary(native::binary_op<ops::Mul>(), d, d), {1}, false);
+      native::binary(native::binary_op<optable::Sub>(), x, native::mean(x, {1}, true));
+  Tensor s = native::sum(native::binary(native::binary_op<optable::Mul>(), d, d), {1}, false);
   const double divisor = static_cast<double>(std::max<int64_t>(0, v.reduce - correction));
-  s = native::binary(native::binary_op<ops::Div>(), s,
+  s = native::binary(native::binary_op<optable::Div>(), s,
                      scalar_tensor(divisor, TensorOptions(kFloat64).device(s.device())));
-  if (take_sqrt) s = native::unary(native::unary_op<ops::Sqrt>(), s);
+  if (take_sqrt) s = native::unary(native::unary_op<optable::Sqrt>(), s);
   native::copy_(out, native::reshape(s, out.sizes()));
 }
 

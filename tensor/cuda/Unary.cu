@@ -92,15 +92,15 @@ struct Launch {
 
 }  // namespace
 
-void unary(UnaryOp id, const ops::UnaryArgs& args, DType dtype, const ElementwiseLayout& layout,
+void unary(UnaryOp id, const optable::UnaryArgs& args, DType dtype, const ElementwiseLayout& layout,
            void* out, const void* in, int device, uint64_t stream) {
   const Launch l{layout, out, in, device, stream};
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
-    const Op op = ops::make_op<Op>(args);
+    const Op op = optable::make_op<Op>(args);
     dispatch_dtype(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      if constexpr (ops::unary_accepts<Op, T>()) {
+      if constexpr (optable::unary_accepts<Op, T>()) {
         l.run<T>(ForwardF<Op, T>{op});
       } else {
         LOOM_FAIL("cuda::unary: ", Op::name, " has no kernel for ", dtype_name(dtype));
@@ -119,8 +119,8 @@ void pow_scalar(DType dtype, const ElementwiseLayout& layout, void* out, const v
       if (e == 2) return l.run<T>(SquareF<T>{});
       if (e == 3) return l.run<T>(CubeF<T>{});
       if (e == -1) return l.run<T>(ReciprocalF<T>{});
-      if (e == 0.5) return l.run<T>(ForwardF<ops::Sqrt, T>{});
-      if (e == -0.5) return l.run<T>(ForwardF<ops::Rsqrt, T>{});
+      if (e == 0.5) return l.run<T>(ForwardF<optable::Sqrt, T>{});
+      if (e == -0.5) return l.run<T>(ForwardF<optable::Rsqrt, T>{});
       l.run<T>(PowScalarF<T>{static_cast<T>(e)});
     } else {
       LOOM_CHECK(e >= 0, "cuda::pow_scalar: negative integer exponent ", e);

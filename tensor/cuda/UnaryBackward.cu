@@ -57,13 +57,13 @@ struct Launch {
 
 }  // namespace
 
-void unary_backward(native::UnaryOp id, const ops::UnaryArgs& args, DType dtype,
+void unary_backward(native::UnaryOp id, const optable::UnaryArgs& args, DType dtype,
                     const ElementwiseLayout& layout, void* out, const void* grad,
                     const void* saved, int device, uint64_t stream) {
   const Launch l{layout, out, grad, saved, device, stream};
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
-    const Op op = ops::make_op<Op>(args);
+    const Op op = optable::make_op<Op>(args);
     dispatch_floating(dtype, "cuda::unary_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       l.run<T>(BackwardF<Op, T>{op});

@@ -12,8 +12,8 @@ DispatchStub<BinaryKernel> binary_stub("binary");
 DispatchStub<IscloseKernel> isclose_stub("isclose");
 
 namespace {
-ops::BinaryDType rule_of(BinaryOp op) {
-  ops::BinaryDType rule = ops::BinaryDType::kPromote;
+optable::BinaryDType rule_of(BinaryOp op) {
+  optable::BinaryDType rule = optable::BinaryDType::kPromote;
   visit_binary_op(op, [&](auto tag) { rule = decltype(tag)::type::dtype; });
   return rule;
 }
@@ -25,7 +25,7 @@ const char* binary_op_name(BinaryOp op) {
   return name;
 }
 
-bool is_comparison(BinaryOp op) { return rule_of(op) == ops::BinaryDType::kCompare; }
+bool is_comparison(BinaryOp op) { return rule_of(op) == optable::BinaryDType::kCompare; }
 
 DType promoted_dtype(const Tensor& a, const Tensor& b) {
   const bool a_scalar = a.dim() == 0, b_scalar = b.dim() == 0;
@@ -50,9 +50,9 @@ int dtype_category(DType d) { return d == kBool ? 0 : (is_floating_point(d) ? 2 
 
 // Bool tensors only support comparisons and the logical mul/maximum/minimum.
 void check_bool_arithmetic(BinaryOp op, DType compute, const Tensor& a, const Tensor& b) {
-  const ops::BinaryDType rule = rule_of(op);
-  LOOM_CHECK(compute != kBool || rule == ops::BinaryDType::kCompare ||
-                 rule == ops::BinaryDType::kLogicalBool,
+  const optable::BinaryDType rule = rule_of(op);
+  LOOM_CHECK(compute != kBool || rule == optable::BinaryDType::kCompare ||
+                 rule == optable::BinaryDType::kLogicalBool,
              binary_op_name(op), ": not supported for bool tensors (got ", a.describe(), " and ",
              b.describe(), "); convert with .to(kInt64) first");
 }
@@ -61,7 +61,7 @@ void check_bool_arithmetic(BinaryOp op, DType compute, const Tensor& a, const Te
 DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (is_comparison(op)) return kBool;
   const DType d = promoted_dtype(a, b);
-  if (rule_of(op) == ops::BinaryDType::kToFloat && !is_floating_point(d)) return kFloat32;
+  if (rule_of(op) == optable::BinaryDType::kToFloat && !is_floating_point(d)) return kFloat32;
   return d;
 }
 
@@ -92,7 +92,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   check_kernel_device(name, a);
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType compute = promoted_dtype(a, b);
-  if (rule_of(op) == ops::BinaryDType::kToFloat && !is_floating_point(compute)) compute = kFloat32;
+  if (rule_of(op) == optable::BinaryDType::kToFloat && !is_floating_point(compute)) compute = kFloat32;
   check_bool_arithmetic(op, compute, a, b);
   Tensor out = empty(shape, TensorOptions(result_dtype(op, a, b)).device(a.device()));
   const Tensor ea = expand_to(to(a, a.device(), compute), shape);

@@ -12,7 +12,7 @@
 namespace loom {
 namespace native {
 
-using ops::BinaryArgs;
+using optable::BinaryArgs;
 
 // The op's name in the table ("add", "maximum", "ge", ...).
 const char* binary_op_name(BinaryOp op);

@@ -31,7 +31,7 @@
 #include "tensor/native/UnaryOps.h"
 
 namespace loom {
-namespace ops {
+namespace optable {
 
 // The dtype two operands compute in is their promoted dtype (native/Binary.h);
 // the rule says what happens then.
@@ -230,22 +230,22 @@ constexpr bool binary_accepts() {
   }
 }
 
-}  // namespace ops
+}  // namespace optable
 
 namespace native {
 
-// A binary op's id: its position in ops::BinaryOpList.
+// A binary op's id: its position in optable::BinaryOpList.
 enum class BinaryOp : int8_t {};
 
 template <typename Op>
 constexpr BinaryOp binary_op() {
-  return static_cast<BinaryOp>(ops::OpIndex<Op, ops::BinaryOpList>::value);
+  return static_cast<BinaryOp>(optable::OpIndex<Op, optable::BinaryOpList>::value);
 }
 
-// Calls f(ops::OpTag<Op>{}) with the op `id` stands for.
+// Calls f(optable::OpTag<Op>{}) with the op `id` stands for.
 template <typename F>
 void visit_binary_op(BinaryOp id, F&& f) {
-  ops::visit_op(ops::BinaryOpList{}, static_cast<int>(id), f);
+  optable::visit_op(optable::BinaryOpList{}, static_cast<int>(id), f);
 }
 
 }  // namespace native

@@ -21,23 +21,23 @@ const char* unary_op_name(UnaryOp op) {
 }
 
 DType unary_result_dtype(UnaryOp op, DType dtype) {
-  ops::UnaryDType rule = ops::UnaryDType::kKeep;
+  optable::UnaryDType rule = optable::UnaryDType::kKeep;
   visit_unary_op(op, [&](auto tag) { rule = decltype(tag)::type::dtype; });
   const char* name = unary_op_name(op);
   switch (rule) {
-    case ops::UnaryDType::kKeep:
+    case optable::UnaryDType::kKeep:
       return dtype;
-    case ops::UnaryDType::kKeepNoBool:
-      if (op == unary_op<ops::Neg>())
+    case optable::UnaryDType::kKeepNoBool:
+      if (op == unary_op<optable::Neg>())
         LOOM_CHECK(dtype != kBool, "neg: negation, the `-` operator, on a bool tensor is not "
                    "supported; use logical_not or convert with .to(kInt64) first");
       LOOM_CHECK(dtype != kBool, name, ": not supported for bool tensors; "
                  "convert with .to(kInt64) first");
       return dtype;
-    case ops::UnaryDType::kToFloat:
+    case optable::UnaryDType::kToFloat:
       // Transcendental ops compute integers as the default float dtype.
       return is_floating_point(dtype) ? dtype : kFloat32;
-    case ops::UnaryDType::kFloatOnly:
+    case optable::UnaryDType::kFloatOnly:
       LOOM_CHECK(is_floating_point(dtype), name, ": expected a floating-point tensor (float32 or "
                  "float64), got ", dtype_name(dtype), "; convert with .to(kFloat32) first");
       return dtype;

@@ -2,7 +2,7 @@
 // abs, exp, ..., relu, gelu, ...), pow with a scalar exponent, and clamp, with
 // their backward kernels.
 //
-// dtype rules follow PyTorch and come from the table (ops::UnaryDType):
+// dtype rules follow PyTorch and come from the table (optable::UnaryDType):
 // transcendental ops compute integer and bool inputs as float32, neg, abs and
 // relu keep integer dtypes and reject bool, the activations reject
 // non-floating inputs.  The in-place forms (unary_, clamp_) throw when the
@@ -21,7 +21,7 @@
 namespace loom {
 namespace native {
 
-using ops::UnaryArgs;
+using optable::UnaryArgs;
 
 // The op's name in the table ("relu", "gelu_tanh", ...).
 const char* unary_op_name(UnaryOp op);
@@ -32,7 +32,7 @@ DType unary_result_dtype(UnaryOp op, DType dtype);
 Tensor unary(UnaryOp op, const Tensor& self, const UnaryArgs& args = {});
 // self = op(self).  Bumps self's version.
 void unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args = {});
-// The op's derivative as one fused pass: ops::<Op>::backward(grad, saved)
+// The op's derivative as one fused pass: optable::<Op>::backward(grad, saved)
 // per element, saved being the forward's input or output as the table says.
 // grad and saved have one shape; the result has saved's (floating) dtype.
 Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved,

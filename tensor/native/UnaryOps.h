@@ -34,7 +34,7 @@
 #include "tensor/native/OpMath.h"
 
 namespace loom {
-namespace ops {
+namespace optable {
 
 using namespace opmath;  // exp, where, ... for numbers; tensors find loom's by ADL
 
@@ -426,22 +426,22 @@ constexpr bool unary_accepts() {
   else return Op::dtype == UnaryDType::kKeep || Op::dtype == UnaryDType::kKeepNoBool;
 }
 
-}  // namespace ops
+}  // namespace optable
 
 namespace native {
 
-// A unary op's id: its position in ops::UnaryOpList.
+// A unary op's id: its position in optable::UnaryOpList.
 enum class UnaryOp : int8_t {};
 
 template <typename Op>
 constexpr UnaryOp unary_op() {
-  return static_cast<UnaryOp>(ops::OpIndex<Op, ops::UnaryOpList>::value);
+  return static_cast<UnaryOp>(optable::OpIndex<Op, optable::UnaryOpList>::value);
 }
 
-// Calls f(ops::OpTag<Op>{}) with the op `id` stands for.
+// Calls f(optable::OpTag<Op>{}) with the op `id` stands for.
 template <typename F>
 void visit_unary_op(UnaryOp id, F&& f) {
-  ops::visit_op(ops::UnaryOpList{}, static_cast<int>(id), f);
+  optable::visit_op(optable::UnaryOpList{}, static_cast<int>(id), f);
 }
 
 }  // namespace native

@@ -20,7 +20,7 @@ using Inputs = std::vector<Tensor>;
 
 std::vector<BinaryOp> all_ops() {
   std::vector<BinaryOp> out;
-  ops::for_each_op(ops::BinaryOpList{}, [&](auto tag) {
+  optable::for_each_op(optable::BinaryOpList{}, [&](auto tag) {
     out.push_back(native::binary_op<typename decltype(tag)::type>());
   });
   return out;
@@ -104,9 +104,9 @@ TEST(BinaryOps, GradcheckWithBroadcasting) {
 
 TEST(BinaryOps, NamesAndKinds) {
   EXPECT_EQ(all_ops().size(), 13u);
-  EXPECT_STREQ(native::binary_op_name(native::binary_op<ops::Maximum>()), "maximum");
-  EXPECT_TRUE(native::is_comparison(native::binary_op<ops::Ge>()));
-  EXPECT_FALSE(native::is_comparison(native::binary_op<ops::Pow>()));
+  EXPECT_STREQ(native::binary_op_name(native::binary_op<optable::Maximum>()), "maximum");
+  EXPECT_TRUE(native::is_comparison(native::binary_op<optable::Ge>()));
+  EXPECT_FALSE(native::is_comparison(native::binary_op<optable::Pow>()));
   Tensor x = tensor<double>({1, 2}).requires_grad_();
   EXPECT_EQ((x * x).grad_fn()->name(), "MulBackward");
   EXPECT_EQ(maximum(x, x).grad_fn()->name(), "MaximumBackward");

@@ -17,7 +17,7 @@ namespace loom {
 namespace {
 
 using native::UnaryOp;
-using ops::UnaryArgs;
+using optable::UnaryArgs;
 using testing::GradOk;
 using Inputs = std::vector<Tensor>;
 
@@ -31,13 +31,13 @@ struct OpCase {
 // parameters (PyTorch's positional order).
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
-  ops::for_each_op(ops::UnaryOpList{}, [&](auto tag) {
+  optable::for_each_op(optable::UnaryOpList{}, [&](auto tag) {
     using Op = typename decltype(tag)::type;
     cases.push_back({native::unary_op<Op>(), Op::name, {}});
   });
-  cases.push_back({native::unary_op<ops::LeakyRelu>(), "leaky_relu:0.2", {0.2}});
-  cases.push_back({native::unary_op<ops::Elu>(), "elu:0.5", {0.5}});
-  cases.push_back({native::unary_op<ops::Softplus>(), "softplus:2:1", {2, 1}});
+  cases.push_back({native::unary_op<optable::LeakyRelu>(), "leaky_relu:0.2", {0.2}});
+  cases.push_back({native::unary_op<optable::Elu>(), "elu:0.5", {0.5}});
+  cases.push_back({native::unary_op<optable::Softplus>(), "softplus:2:1", {2, 1}});
   return cases;
 }
 
@@ -48,9 +48,9 @@ bool has_nan(const Tensor& t) {
 }
 
 bool saves_input_or_nothing(UnaryOp op) {
-  ops::UnarySaves saves = ops::UnarySaves::kNothing;
+  optable::UnarySaves saves = optable::UnarySaves::kNothing;
   native::visit_unary_op(op, [&](auto tag) { saves = decltype(tag)::type::saves; });
-  return saves != ops::UnarySaves::kOutput;
+  return saves != optable::UnarySaves::kOutput;
 }
 
 // Kinks and saturation points of the activations, then random values.
