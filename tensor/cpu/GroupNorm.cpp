@@ -1,18 +1,20 @@
 // CPU group-norm kernels over a contiguous (N, C, HxW) input (see
 // tensor/native/GroupNorm.h), registered into group_norm_stub and
-// group_norm_backward_stub.
+// group_norm_backward_stub.  Values are centred as e = (x - mean) - dm, dm
+// the rounding error of the stored mean (cpu/NormStats.h).
 //
 // A group (n, g) is one contiguous run of D * HxW values (D = C / G channels
 // of HxW each), so everything runs in parallel over the N * G groups:
 //
-// Forward: the group's statistics in double (cpu/NormStats.h), then per
-// channel one fused pass y = (x - mean) * a + b[c] with a = rstd * w[c].
+// Forward: the group's statistics in double, then per channel one fused pass
+// y = ((x - mean) - dm) * a + b[c] with a = rstd * w[c].
 //
 // Backward: per channel of the group the sums (double)
-//   sum_dy[n, c] = sum_s dy,   sum_dy_xmu[n, c] = sum_s dy (x - mean)
-// kept in (N, C) buffers; with g = dy * w, A = sum_c w[c] sum_dy[n, c] and
-// B = sum_c w[c] sum_dy_xmu[n, c] over the group's channels,
-//   dx = rstd * w[c] * dy - rstd^3 * B / count * (x - mean) - rstd * A / count
+//   sum_dy[n, c] = sum_s dy,  sum_dy_xmu[n, c] = sum_s dy (x - mean),
+//   and sum_s (x - mean), whose total over the group gives dm;
+// then sum_dy_xmu becomes sum_s dy e (minus dm * sum_dy), and with g = dy * w,
+// A = sum_c w[c] sum_dy[n, c], B = sum_c w[c] sum_dy_xmu[n, c]:
+//   dx = rstd * w[c] * dy - rstd^3 * B / count * e - rstd * A / count
 // (count = D * HxW).  Then, parallel over channels, in a fixed order over n:
 //   dw[c] = sum_n sum_dy_xmu[n, c] * rstd[n, g],   db[c] = sum_n sum_dy[n, c].
 #include <algorithm>
@@ -54,6 +56,7 @@ void forward(const T* x, const T* w, const T* b, int64_t N, int64_t C, int64_t H
     const int64_t base = (n * C + g * D) * HxW;  // the group's first value
     const Moments s = moments(x + base, D * HxW, eps);
     const T m = static_cast<T>(s.mean), r = static_cast<T>(s.rstd);
+    const T dm = static_cast<T>(s.mean - static_cast<double>(m));
     mean[n * G + g] = m;
     rstd[n * G + g] = r;
     for (int64_t d = 0; d < D; ++d) {
@@ -63,7 +66,7 @@ void forward(const T* x, const T* w, const T* b, int64_t N, int64_t C, int64_t H
       const T* xc = x + base + d * HxW;
       T* yc = y + base + d * HxW;
 #pragma omp simd
-      for (int64_t i = 0; i < HxW; ++i) yc[i] = (xc[i] - m) * a + shift;
+      for (int64_t i = 0; i < HxW; ++i) yc[i] = ((xc[i] - m) - dm) * a + shift;
     }
   });
 }
@@ -73,31 +76,41 @@ void backward(const T* dy, const T* x, const T* mean, const T* rstd, const T* w,
               int64_t C, int64_t HxW, int64_t G, T* dx, T* dw, T* db) {
   const int64_t D = C / G;
   const double count = static_cast<double>(D * HxW);
-  // (N, C) per-channel sums of dy and dy * (x - mean)
+  // (N, C) per-channel sums of dy and dy * e
   std::vector<double> sum_dy(N * C), sum_dy_xmu(N * C);
   for_groups(N, G, D * HxW, [&](int64_t n, int64_t g) {
     const T m = mean[n * G + g];
-    double A = 0, B = 0;
+    double S = 0;
     for (int64_t d = 0; d < D; ++d) {
       const int64_t c = g * D + d, off = (n * C + c) * HxW;
-      double s1 = 0, s2 = 0;
-#pragma omp simd reduction(+ : s1, s2)
+      double s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s1, s2, s3)
       for (int64_t i = 0; i < HxW; ++i) {
         const double gy = static_cast<double>(dy[off + i]);
+        const double xm = static_cast<double>(x[off + i] - m);
         s1 += gy;
-        s2 += gy * static_cast<double>(x[off + i] - m);
+        s2 += gy * xm;
+        s3 += xm;
       }
       sum_dy[n * C + c] = s1;
       sum_dy_xmu[n * C + c] = s2;
+      S += s3;
+    }
+    const double delta = count > 0 ? S / count : 0.0;
+    double A = 0, B = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t c = g * D + d;
+      sum_dy_xmu[n * C + c] -= delta * sum_dy[n * C + c];  // sum dy (x - mean) -> sum dy e
       const double wc = w ? static_cast<double>(w[c]) : 1.0;
-      A += wc * s1;
-      B += wc * s2;
+      A += wc * sum_dy[n * C + c];
+      B += wc * sum_dy_xmu[n * C + c];
     }
     if (!dx) return;
     const double rd = static_cast<double>(rstd[n * G + g]);
     const T r = rstd[n * G + g];
     const T b1 = static_cast<T>(-rd * rd * rd * B / count);
     const T c0 = static_cast<T>(-rd * A / count);
+    const T dm = static_cast<T>(delta);
     for (int64_t d = 0; d < D; ++d) {
       const int64_t c = g * D + d, off = (n * C + c) * HxW;
       const T a = w ? r * w[c] : r;
@@ -105,7 +118,7 @@ void backward(const T* dy, const T* x, const T* mean, const T* rstd, const T* w,
       const T* xc = x + off;
       T* dxc = dx + off;
 #pragma omp simd
-      for (int64_t i = 0; i < HxW; ++i) dxc[i] = a * dyc[i] + b1 * (xc[i] - m) + c0;
+      for (int64_t i = 0; i < HxW; ++i) dxc[i] = a * dyc[i] + b1 * ((xc[i] - m) - dm) + c0;
     }
   });
   if (!dw && !db) return;

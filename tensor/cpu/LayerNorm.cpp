@@ -1,20 +1,21 @@
 // CPU layer-norm kernels over a contiguous (M, N) input (see
 // tensor/native/LayerNorm.h), registered into layer_norm_stub and
-// layer_norm_backward_stub.
+// layer_norm_backward_stub.  Values are centred as (x - mean) - dm, dm the
+// rounding error of the stored mean (cpu/NormStats.h).
 //
-// Forward: parallel over rows; each row's statistics in double
-// (cpu/NormStats.h), then one fused pass y = (x - mean) * rstd * w + b.
+// Forward: parallel over rows; each row's statistics in double, then one
+// fused pass y = ((x - mean) - dm) * rstd * w + b.
 //
 // Backward: the rows are cut into at most kBlocks blocks (the cut depends only
 // on M and N, never on the thread count, so results are reproducible), run in
-// parallel.  A block walks its rows once: per row the two sums of the input
-// gradient (double), the row of dx, and its share of dw / db into the block's
-// own (N) double partials.  The partials are then summed block by block in a
-// fixed order, parallel over columns.  Per row, with g = dy * w:
-//   A = sum_j g_j,   B = sum_j g_j (x_j - mean)
-//   dx_j = rstd * g_j - rstd * A / N - rstd^3 * B / N * (x_j - mean)
-// (x - mean, not x, multiplies the last coefficient: no cancellation when the
-// mean is large against the spread).
+// parallel.  A block walks its rows once: per row its dm, the sums of the
+// input gradient (double), the row of dx, and its share of dw / db into the
+// block's own (N) double partials.  The partials are then summed block by
+// block in a fixed order, parallel over columns.  Per row, with g = dy * w
+// and e = (x - mean) - dm the centred values:
+//   A = sum_j g_j,   B = sum_j g_j e_j
+//   dx_j = rstd * g_j - rstd * A / N - rstd^3 * B / N * e_j
+//   dw_j += dy_j * e_j * rstd,   db_j += dy_j
 #include <algorithm>
 #include <vector>
 
@@ -26,8 +27,8 @@ namespace loom {
 namespace cpu {
 namespace {
 
-constexpr int64_t kBlocks = 64;     // most row blocks of the backward
-constexpr int64_t kGrain = 16384;   // values per task, at least
+constexpr int64_t kBlocks = 64;    // most row blocks of the backward
+constexpr int64_t kGrain = 16384;  // values per task, at least
 
 template <typename T>
 const T* cptr(const Tensor& t) {
@@ -47,28 +48,30 @@ void forward(const T* x, const T* w, const T* b, int64_t M, int64_t N, double ep
       T* yr = y + i * N;
       const Moments s = moments(xr, N, eps);
       const T m = static_cast<T>(s.mean), r = static_cast<T>(s.rstd);
+      const T dm = static_cast<T>(s.mean - static_cast<double>(m));
       mean[i] = m;
       rstd[i] = r;
       if (w && b) {
 #pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = (xr[j] - m) * r * w[j] + b[j];
+        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r * w[j] + b[j];
       } else if (w) {
 #pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = (xr[j] - m) * r * w[j];
+        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r * w[j];
       } else if (b) {
 #pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = (xr[j] - m) * r + b[j];
+        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r + b[j];
       } else {
 #pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = (xr[j] - m) * r;
+        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r;
       }
     }
   });
 }
 
-// dx of one row (see the note at the top).
+// dx of one row (see the note at the top); delta: dm in double.
 template <typename T>
-void row_grad_input(const T* dy, const T* x, const T* w, int64_t N, T m, T r, T* dx) {
+void row_grad_input(const T* dy, const T* x, const T* w, int64_t N, T m, double delta, T r,
+                    T* dx) {
   double A = 0, B = 0;
   if (w) {
 #pragma omp simd reduction(+ : A, B)
@@ -85,15 +88,17 @@ void row_grad_input(const T* dy, const T* x, const T* w, int64_t N, T m, T r, T*
       B += g * static_cast<double>(x[j] - m);
     }
   }
+  B -= delta * A;  // sum g (x - mean) -> sum g e
   const double rd = static_cast<double>(r), n = static_cast<double>(N);
   const T c0 = static_cast<T>(-rd * A / n);
   const T b1 = static_cast<T>(-rd * rd * rd * B / n);
+  const T dm = static_cast<T>(delta);
   if (w) {
 #pragma omp simd
-    for (int64_t j = 0; j < N; ++j) dx[j] = r * w[j] * dy[j] + b1 * (x[j] - m) + c0;
+    for (int64_t j = 0; j < N; ++j) dx[j] = r * w[j] * dy[j] + b1 * ((x[j] - m) - dm) + c0;
   } else {
 #pragma omp simd
-    for (int64_t j = 0; j < N; ++j) dx[j] = r * dy[j] + b1 * (x[j] - m) + c0;
+    for (int64_t j = 0; j < N; ++j) dx[j] = r * dy[j] + b1 * ((x[j] - m) - dm) + c0;
   }
 }
 
@@ -103,7 +108,7 @@ void backward(const T* dy, const T* x, const T* mean, const T* rstd, const T* w,
   const bool params = dw || db;
   const int64_t blocks = std::max<int64_t>(1, std::min({kBlocks, M, M * N / kGrain}));
   const int64_t rows_per_block = (M + blocks - 1) / blocks;
-  // (blocks, N) partial sums of dy * xhat and dy
+  // (blocks, N) partial sums of dy * e * rstd and dy
   std::vector<double> part_w(params ? blocks * N : 0), part_b(params ? blocks * N : 0);
   parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
@@ -114,11 +119,13 @@ void backward(const T* dy, const T* x, const T* mean, const T* rstd, const T* w,
         const T* dyr = dy + i * N;
         const T* xr = x + i * N;
         const T m = mean[i], r = rstd[i];
-        if (dx) row_grad_input(dyr, xr, w, N, m, r, dx + i * N);
+        const double delta = N > 0 ? centred_sum(xr, N, m) / static_cast<double>(N) : 0.0;
+        if (dx) row_grad_input(dyr, xr, w, N, m, delta, r, dx + i * N);
         if (params) {
+          const T dm = static_cast<T>(delta);
 #pragma omp simd
           for (int64_t j = 0; j < N; ++j) {
-            pw[j] += static_cast<double>(dyr[j]) * static_cast<double>((xr[j] - m) * r);
+            pw[j] += static_cast<double>(dyr[j]) * static_cast<double>(((xr[j] - m) - dm) * r);
             pb[j] += static_cast<double>(dyr[j]);
           }
         }

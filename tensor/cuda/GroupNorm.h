@@ -21,8 +21,8 @@ void group_norm_forward(DType dtype, const void* x, const void* weight, const vo
                         int64_t N, int64_t C, int64_t HxW, int64_t G, double eps, void* y,
                         void* mean, void* rstd, int device, uint64_t stream);
 
-// Doubles of scratch group_norm_backward needs: the per-(n, c) sums and the
-// per-(n, g) coefficients of dx, 2 * N * C + 2 * N * G.
+// Doubles of scratch group_norm_backward needs: three per-(n, c) sums and
+// three per-(n, g) coefficients, 3 * N * C + 3 * N * G.
 int64_t group_norm_backward_scratch(int64_t N, int64_t C, int64_t G);
 
 // Gradients from the forward's mean and rstd; scratch: device memory of

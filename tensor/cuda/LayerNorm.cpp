@@ -1,8 +1,9 @@
 // The CUDA kernels of layer_norm_stub and layer_norm_backward_stub: Tensor
 // glue around the launchers of LayerNorm.cu.  native::layer_norm has checked
 // the arguments and made every tensor contiguous; this lends the backward its
-// double scratch (the grad_weight / grad_bias partials) from the caching
-// allocator and queues everything on the device's current stream.
+// double scratch (row mean corrections, grad_weight / grad_bias partials)
+// from the caching allocator and queues everything on the device's current
+// stream.
 #include "tensor/CudaRuntime.h"
 #include "tensor/Factory.h"
 #include "tensor/cuda/LayerNorm.h"
@@ -28,9 +29,9 @@ void layer_norm_backward_kernel(const Tensor& grad_out, const Tensor& input, con
                                 const Tensor& grad_input, const Tensor& grad_weight,
                                 const Tensor& grad_bias) {
   const int device = input.device().index;
-  Tensor scratch;  // (2, chunks, N) partial sums of grad_weight and grad_bias
+  Tensor scratch;  // per-row mean corrections and partial sums of grad_weight, grad_bias
   if (grad_weight.defined() || grad_bias.defined())
-    scratch = empty({2, layer_norm_backward_chunks(M, N), N},
+    scratch = empty({layer_norm_backward_scratch(M, N)},
                     TensorOptions(kFloat64).device(input.device()));
   layer_norm_backward(input.dtype(), cptr(grad_out), cptr(input), cptr(mean), cptr(rstd),
                       cptr(weight), M, N, ptr(grad_input), ptr(grad_weight), ptr(grad_bias),

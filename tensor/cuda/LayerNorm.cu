@@ -1,19 +1,22 @@
 // Layer norm on CUDA with the CPU kernels' formulas (tensor/cpu/LayerNorm.cpp,
-// the oracle): statistics in double, y = (x - mean) * rstd * w + b, and
-//   dx = rstd * w * dy + b1 * (x - mean) + c0,
+// the oracle): statistics in double, values centred as e = (x - mean) - dm
+// (dm the stored mean's rounding error, tensor/cpu/NormStats.h),
+// y = e * rstd * w + b, and
+//   dx = rstd * w * dy + b1 * e + c0,
 //   b1 = -rstd^3 * B / N,  c0 = -rstd * A / N,
-//   A = sum_j w dy,  B = sum_j w dy (x - mean).
+//   A = sum_j w dy,  B = sum_j w dy e.
 //
-// Rows (forward, and dx in the backward): one warp per row up to
+// Rows (forward, and dx / dm in the backward): one warp per row up to
 // kNormWarpRowLimit values, the whole block beyond (NormReduce.cuh).  The
-// group strides over its row, reads it twice more from cache, and writes it.
+// group strides over its row, reads it again from cache, and writes it.
 //
 // grad_weight / grad_bias are column sums over the M rows, done in two
 // deterministic steps: blocks of 32 columns x 8 row lanes sum one chunk of
 // rows each (reads of 32 neighbouring columns coalesce) into (chunks, N)
 // double partials in `scratch`; then one thread per column adds its chunks in
-// order.  Grid-stride loops keep every grid within 65535 blocks; loop bounds
-// are uniform across a block, so every __syncthreads is reached by all.
+// order.  They need each row's dm, which the row kernel leaves in scratch.
+// Grid-stride loops keep every grid within 65535 blocks; loop bounds are
+// uniform across a block, so every __syncthreads is reached by all.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,7 +33,12 @@ namespace {
 
 constexpr int kColumns = 32;    // columns per block of the parameter sums
 constexpr int kRowLanes = 8;    // row lanes per block of the parameter sums
-constexpr int64_t kMaxChunks = 64;
+constexpr int64_t kMaxChunks = 64;  // most row chunks of the parameter sums
+
+// Row chunks of the parameter sums: about 64 rows each, at most kMaxChunks.
+int64_t backward_chunks(int64_t M) {
+  return std::max<int64_t>(1, std::min<int64_t>(kMaxChunks, M / 64));
+}
 
 // x, y: (M, N) rows; mean, rstd: (M).
 template <typename T>
@@ -48,13 +56,14 @@ __global__ void forward_rows(const T* __restrict__ x, const T* weight, const T* 
     const NormMoments s = norm_row_moments(xr, N, valid, lane, group, eps, buf);
     if (!valid) continue;
     const T m = static_cast<T>(s.mean), r = static_cast<T>(s.rstd);
+    const T dm = static_cast<T>(s.mean - static_cast<double>(m));
     if (lane == 0) {
       mean[row] = m;
       rstd[row] = r;
     }
     T* yr = y + row * N;
     for (int64_t j = lane; j < N; j += group) {
-      T v = (xr[j] - m) * r;
+      T v = ((xr[j] - m) - dm) * r;
       if (weight) v = v * weight[j];
       if (bias) v = v + bias[j];
       yr[j] = v;
@@ -62,11 +71,12 @@ __global__ void forward_rows(const T* __restrict__ x, const T* weight, const T* 
   }
 }
 
-// dx rows (see the note at the top).
+// Per row its dm (into row_delta when given) and, when dx is given, the row
+// of dx (see the note at the top).
 template <typename T>
-__global__ void grad_input_rows(const T* __restrict__ dy, const T* __restrict__ x, const T* mean,
-                                const T* rstd, const T* weight, int64_t M, int64_t N,
-                                T* __restrict__ dx, int group) {
+__global__ void backward_rows(const T* __restrict__ dy, const T* __restrict__ x, const T* mean,
+                              const T* rstd, const T* weight, int64_t M, int64_t N,
+                              T* __restrict__ dx, double* row_delta, int group) {
   __shared__ double buf[kNormThreads / 32];
   const int lane = threadIdx.x % group;
   const int groups = kNormThreads / group;
@@ -76,24 +86,36 @@ __global__ void grad_input_rows(const T* __restrict__ dy, const T* __restrict__ 
     const bool valid = row < M;
     const int64_t off = (valid ? row : 0) * N;
     const T m = mean[valid ? row : 0];
-    double A = 0, B = 0;
+    double S = 0, A = 0, B = 0;
     if (valid)
       for (int64_t j = lane; j < N; j += group) {
-        const double g = weight ? static_cast<double>(dy[off + j]) * static_cast<double>(weight[j])
-                                : static_cast<double>(dy[off + j]);
-        A += g;
-        B += g * static_cast<double>(x[off + j] - m);
+        const double xm = static_cast<double>(x[off + j] - m);
+        S += xm;
+        if (dx) {
+          const double g = weight ? static_cast<double>(dy[off + j]) * static_cast<double>(weight[j])
+                                  : static_cast<double>(dy[off + j]);
+          A += g;
+          B += g * xm;
+        }
       }
-    A = norm_group_sum(A, buf, group);
-    B = norm_group_sum(B, buf, group);
+    S = norm_group_sum(S, buf, group);
+    if (dx) {  // uniform across the block
+      A = norm_group_sum(A, buf, group);
+      B = norm_group_sum(B, buf, group);
+    }
     if (!valid) continue;
+    const double delta = N > 0 ? S / static_cast<double>(N) : 0.0;
+    if (row_delta && lane == 0) row_delta[row] = delta;
+    if (!dx) continue;
+    B -= delta * A;  // sum g (x - mean) -> sum g e
     const T r = rstd[row];
     const double rd = static_cast<double>(r), n = static_cast<double>(N);
     const T c0 = static_cast<T>(-rd * A / n);
     const T b1 = static_cast<T>(-rd * rd * rd * B / n);
+    const T dm = static_cast<T>(delta);
     for (int64_t j = lane; j < N; j += group) {
       const T a = weight ? r * weight[j] : r;
-      dx[off + j] = a * dy[off + j] + b1 * (x[off + j] - m) + c0;
+      dx[off + j] = a * dy[off + j] + b1 * ((x[off + j] - m) - dm) + c0;
     }
   }
 }
@@ -102,8 +124,8 @@ __global__ void grad_input_rows(const T* __restrict__ dy, const T* __restrict__ 
 // [chunk * rows_per_chunk, + rows_per_chunk).
 template <typename T>
 __global__ void param_partials(const T* __restrict__ dy, const T* __restrict__ x, const T* mean,
-                               const T* rstd, int64_t M, int64_t N, int64_t rows_per_chunk,
-                               double* part_w, double* part_b) {
+                               const T* rstd, const double* row_delta, int64_t M, int64_t N,
+                               int64_t rows_per_chunk, double* part_w, double* part_b) {
   __shared__ double sw[kRowLanes][kColumns + 1];
   __shared__ double sb[kRowLanes][kColumns + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -117,7 +139,8 @@ __global__ void param_partials(const T* __restrict__ dy, const T* __restrict__ x
     if (j < N)
       for (int64_t i = r0 + ty; i < r1; i += kRowLanes) {
         const T g = dy[i * N + j];
-        aw += static_cast<double>(g) * static_cast<double>((x[i * N + j] - mean[i]) * rstd[i]);
+        const T e = (x[i * N + j] - mean[i]) - static_cast<T>(row_delta[i]);
+        aw += static_cast<double>(g) * static_cast<double>(e * rstd[i]);
         ab += static_cast<double>(g);
       }
     sw[ty][tx] = aw;
@@ -169,38 +192,38 @@ void layer_norm_forward(DType dtype, const void* x, const void* weight, const vo
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
-int64_t layer_norm_backward_chunks(int64_t M, int64_t N) {
-  (void)N;
-  return std::max<int64_t>(1, std::min<int64_t>(kMaxChunks, M / 64));
-}
+int64_t layer_norm_backward_scratch(int64_t M, int64_t N) { return M + 2 * backward_chunks(M) * N; }
 
 void layer_norm_backward(DType dtype, const void* grad_out, const void* x, const void* mean,
                          const void* rstd, const void* weight, int64_t M, int64_t N,
                          void* grad_input, void* grad_weight, void* grad_bias, double* scratch,
                          int device, uint64_t stream) {
+  const bool params = grad_weight || grad_bias;
+  if (M == 0 && !params) return;
   DeviceGuard guard(device);
   const cudaStream_t s = as_stream(stream);
+  const int64_t chunks = backward_chunks(M);
+  double* row_delta = params ? scratch : nullptr;          // (M)
+  double* part_w = params ? scratch + M : nullptr;          // (chunks, N)
+  double* part_b = params ? part_w + chunks * N : nullptr;  // (chunks, N)
   dispatch_floating(dtype, "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* dy = static_cast<const T*>(grad_out);
     const T* xp = static_cast<const T*>(x);
     const T* mp = static_cast<const T*>(mean);
     const T* rp = static_cast<const T*>(rstd);
-    if (grad_input && M > 0) {
+    if (M > 0) {
       const int group = norm_group_for(N);
       const int64_t rows_per_block = kNormThreads / group;
-      grad_input_rows<T><<<grid_for((M + rows_per_block - 1) / rows_per_block), kNormThreads, 0,
-                           s>>>(dy, xp, mp, rp, static_cast<const T*>(weight), M, N,
-                                static_cast<T*>(grad_input), group);
+      backward_rows<T><<<grid_for((M + rows_per_block - 1) / rows_per_block), kNormThreads, 0,
+                         s>>>(dy, xp, mp, rp, static_cast<const T*>(weight), M, N,
+                              static_cast<T*>(grad_input), row_delta, group);
     }
-    if ((grad_weight || grad_bias) && N > 0) {
-      const int64_t chunks = layer_norm_backward_chunks(M, N);
+    if (params && N > 0) {
       const int64_t rows_per_chunk = (M + chunks - 1) / chunks;
-      double* part_w = scratch;
-      double* part_b = scratch + chunks * N;
       const dim3 grid(grid_for((N + kColumns - 1) / kColumns), static_cast<unsigned>(chunks));
-      param_partials<T><<<grid, dim3(kColumns, kRowLanes), 0, s>>>(dy, xp, mp, rp, M, N,
-                                                                   rows_per_chunk, part_w, part_b);
+      param_partials<T><<<grid, dim3(kColumns, kRowLanes), 0, s>>>(
+          dy, xp, mp, rp, row_delta, M, N, rows_per_chunk, part_w, part_b);
       param_totals<T><<<blocks_for(N, kNormThreads), kNormThreads, 0, s>>>(
           part_w, part_b, chunks, N, static_cast<T*>(grad_weight), static_cast<T*>(grad_bias));
     }

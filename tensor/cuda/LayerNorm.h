@@ -21,13 +21,13 @@ void layer_norm_forward(DType dtype, const void* x, const void* weight, const vo
                         int64_t M, int64_t N, double eps, void* y, void* mean, void* rstd,
                         int device, uint64_t stream);
 
-// How many row chunks layer_norm_backward sums grad_weight / grad_bias over:
-// its `scratch` holds 2 * chunks * N doubles.
-int64_t layer_norm_backward_chunks(int64_t M, int64_t N);
+// Doubles of scratch layer_norm_backward needs for grad_weight / grad_bias:
+// each row's mean correction (M) and the partial column sums (2 * chunks * N).
+int64_t layer_norm_backward_scratch(int64_t M, int64_t N);
 
 // Gradients from the forward's mean and rstd.  scratch: device memory of
-// 2 * layer_norm_backward_chunks(M, N) * N doubles (used when grad_weight or
-// grad_bias is wanted; may be null otherwise).
+// layer_norm_backward_scratch(M, N) doubles when grad_weight or grad_bias is
+// wanted, else may be null.
 void layer_norm_backward(DType dtype, const void* grad_out, const void* x, const void* mean,
                          const void* rstd, const void* weight, int64_t M, int64_t N,
                          void* grad_input, void* grad_weight, void* grad_bias, double* scratch,

@@ -8,6 +8,8 @@
 // results are deterministic; every lane gets the total.  The statistics use
 // the CPU kernels' formulas (tensor/cpu/NormStats.h): two passes, the squared
 // deviations from the double mean, an empty row has mean 0 and variance 0.
+// The kernels centre values as (x - mean) - dm, dm the rounding error of the
+// stored mean, as the CPU's do (NormStats.h says why).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -121,6 +121,23 @@ TEST(GroupNorm, StridedInputs) {
   EXPECT_TRUE(AllClose(gb, ref.grad_bias, 1e-12, 1e-12));
 }
 
+// |a - b| <= tol * max |b| elementwise: for values that cancel to near 0.
+::testing::AssertionResult CloseToScale(const Tensor& a, const Tensor& b, double tol) {
+  return AllClose(a, b, 0, tol * std::max(1e-30, b.abs().max().item<double>()));
+}
+
+TEST(GroupNorm, SmallSpreadAgainstLargeMeanKeepsFloat32Precision) {
+  // Groups 1000 + O(0.01) in float32: see the layer norm test of that name.
+  const Tensor x = (sample({2, 6, 50}, 5, kFloat64, -0.01, 0.01) + 1000.0).to(kFloat32);
+  const Tensor w = sample({6}, 6, kFloat32), dy = sample({2, 6, 50}, 7, kFloat32);
+  const Reference ref = reference(x.to(kFloat64), 3, w.to(kFloat64), Tensor(), 1e-5, dy.to(kFloat64));
+  auto [out, mean, rstd] = native::group_norm(x, 3, w, Tensor(), 1e-5);
+  EXPECT_TRUE(CloseToScale(out, ref.out, 1e-5));
+  auto [gi, gw, gb] = native::group_norm_backward(dy, x, mean, rstd, w, 3, {true, true, true});
+  EXPECT_TRUE(CloseToScale(gi, ref.grad_input, 1e-5));
+  EXPECT_TRUE(CloseToScale(gw, ref.grad_weight, 1e-5));
+}
+
 TEST(GroupNorm, EmptyInputs) {
   const Tensor w = sample({4}, 1);
   // No samples: dw and db sum nothing.

@@ -124,14 +124,25 @@ TEST(LayerNorm, StridedInputsAndParameters) {
   EXPECT_TRUE(AllClose(gw, ref.grad_weight, 1e-12, 1e-12));
 }
 
-TEST(LayerNorm, LargeMeanKeepsFloat32Precision) {
-  // Values 1e4 + O(1): a one-pass sum(x^2) - n mean^2 in float32 would lose the variance.
-  const Tensor x64 = sample({8, 256}, 5, kFloat64, -1, 1) + 1e4;
-  const Tensor x = x64.to(kFloat32);
-  const Reference ref = reference(x.to(kFloat64), 256, Tensor(), Tensor(), 1e-5, ones({8, 256}, kFloat64));
-  auto [out, mean, rstd] = native::layer_norm(x, {256}, Tensor(), Tensor(), 1e-5);
-  EXPECT_TRUE(AllClose(out, ref.out, 1e-3, 1e-3));
-  EXPECT_TRUE(AllClose(rstd.reshape({-1}), ref.rstd, 1e-5, 0));
+// |a - b| <= tol * max |b| elementwise: for values that cancel to near 0.
+::testing::AssertionResult CloseToScale(const Tensor& a, const Tensor& b, double tol) {
+  return AllClose(a, b, 0, tol * std::max(1e-30, b.abs().max().item<double>()));
+}
+
+TEST(LayerNorm, SmallSpreadAgainstLargeMeanKeepsFloat32Precision) {
+  // Rows 1000 + O(0.01) in float32: the stored float mean is off by up to
+  // 3e-5, which unchecked costs rstd * 3e-5 = 3e-3 in the output and
+  // rstd^2 * 3e-5 = 0.3 (relative) in dx; a one-pass sum(x^2) - n mean^2
+  // would lose the variance entirely.
+  const Tensor x = (sample({8, 256}, 5, kFloat64, -0.01, 0.01) + 1000.0).to(kFloat32);
+  const Tensor w = sample({256}, 6, kFloat32), dy = sample({8, 256}, 7, kFloat32);
+  const Reference ref = reference(x.to(kFloat64), 256, w.to(kFloat64), Tensor(), 1e-5, dy.to(kFloat64));
+  auto [out, mean, rstd] = native::layer_norm(x, {256}, w, Tensor(), 1e-5);
+  EXPECT_TRUE(CloseToScale(out, ref.out, 1e-5));
+  EXPECT_TRUE(AllClose(rstd.reshape({-1}), ref.rstd, 1e-6, 0));
+  auto [gi, gw, gb] = native::layer_norm_backward(dy, x, {256}, mean, rstd, w, {true, true, true});
+  EXPECT_TRUE(CloseToScale(gi, ref.grad_input, 1e-5));
+  EXPECT_TRUE(CloseToScale(gw, ref.grad_weight, 1e-5));
 }
 
 TEST(LayerNorm, EmptyInputs) {
