@@ -32,9 +32,9 @@ class GroupNormBackward final : public Node {
     const Tensor x = input.unpack(*this);
     const Tensor w = weight.defined() ? weight.unpack(*this) : Tensor();
     if (GradMode::is_enabled()) return differentiable_backward(grads[0], x, w);
-    auto [gi, gw, gb] =
-        native::group_norm_backward(grads[0], x, mean, rstd, w, num_groups_,
-                                    {needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)});
+    auto [gi, gw, gb] = native::group_norm_backward(
+        grads[0], x, mean, rstd, w, num_groups_,
+        {needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)});
     return {gi, gw, gb};
   }
   void release_saved() override {
@@ -77,8 +77,8 @@ class GroupNormBackward final : public Node {
 
 }  // namespace
 
-Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias,
+                  double eps) {
   auto [out, mean, rstd] = native::group_norm(input, num_groups, weight, bias, eps);
   if (auto node = record<GroupNormBackward>({input, weight, bias}, {out}, num_groups, eps)) {
     node->input = SavedTensor(input, false);

@@ -32,9 +32,9 @@ class LayerNormBackward final : public Node {
     const Tensor x = input.unpack(*this);
     const Tensor w = weight.defined() ? weight.unpack(*this) : Tensor();
     if (GradMode::is_enabled()) return differentiable_backward(grads[0], x, w);
-    auto [gi, gw, gb] =
-        native::layer_norm_backward(grads[0], x, normalized_shape_, mean, rstd, w,
-                                    {needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)});
+    auto [gi, gw, gb] = native::layer_norm_backward(
+        grads[0], x, normalized_shape_, mean, rstd, w,
+        {needs_input_grad(0), needs_input_grad(1), needs_input_grad(2)});
     return {gi, gw, gb};
   }
   void release_saved() override {
@@ -75,8 +75,7 @@ class LayerNormBackward final : public Node {
 Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   auto [out, mean, rstd] = native::layer_norm(input, normalized_shape, weight, bias, eps);
-  if (auto node =
-          record<LayerNormBackward>({input, weight, bias}, {out}, normalized_shape, eps)) {
+  if (auto node = record<LayerNormBackward>({input, weight, bias}, {out}, normalized_shape, eps)) {
     node->input = SavedTensor(input, false);
     if (weight.defined()) node->weight = SavedTensor(weight, false);
     node->mean = mean;

@@ -122,7 +122,8 @@ void backward(const T* dy, const T* x, const T* mean, const T* rstd, const T* w,
     }
   });
   if (!dw && !db) return;
-  parallel_for(0, C, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t c0, int64_t c1) {
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1));
+  parallel_for(0, C, grain, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t g = c / D;
       double sw = 0, sb = 0;

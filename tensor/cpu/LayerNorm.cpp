@@ -39,32 +39,37 @@ T* ptr(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
+// One row: its statistics, then y.
+template <typename T>
+void forward_row(const T* x, const T* w, const T* b, int64_t N, double eps, T* y, T& mean,
+                 T& rstd) {
+  const Moments s = moments(x, N, eps);
+  const T m = static_cast<T>(s.mean), r = static_cast<T>(s.rstd);
+  const T dm = static_cast<T>(s.mean - static_cast<double>(m));
+  mean = m;
+  rstd = r;
+  if (w && b) {
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) y[j] = ((x[j] - m) - dm) * r * w[j] + b[j];
+  } else if (w) {
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) y[j] = ((x[j] - m) - dm) * r * w[j];
+  } else if (b) {
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) y[j] = ((x[j] - m) - dm) * r + b[j];
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) y[j] = ((x[j] - m) - dm) * r;
+  }
+}
+
 template <typename T>
 void forward(const T* x, const T* w, const T* b, int64_t M, int64_t N, double eps, T* y, T* mean,
              T* rstd) {
-  parallel_for(0, M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      const T* xr = x + i * N;
-      T* yr = y + i * N;
-      const Moments s = moments(xr, N, eps);
-      const T m = static_cast<T>(s.mean), r = static_cast<T>(s.rstd);
-      const T dm = static_cast<T>(s.mean - static_cast<double>(m));
-      mean[i] = m;
-      rstd[i] = r;
-      if (w && b) {
-#pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r * w[j] + b[j];
-      } else if (w) {
-#pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r * w[j];
-      } else if (b) {
-#pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r + b[j];
-      } else {
-#pragma omp simd
-        for (int64_t j = 0; j < N; ++j) yr[j] = ((xr[j] - m) - dm) * r;
-      }
-    }
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1));
+  parallel_for(0, M, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i)
+      forward_row(x + i * N, w, b, N, eps, y + i * N, mean[i], rstd[i]);
   });
 }
 

@@ -40,8 +40,8 @@ void group_norm_backward_kernel(const Tensor& grad_out, const Tensor& input, con
 
 static const native::RegisterKernel reg_group_norm(native::group_norm_stub, kCUDA,
                                                    &group_norm_kernel);
-static const native::RegisterKernel reg_group_norm_backward(native::group_norm_backward_stub,
-                                                            kCUDA, &group_norm_backward_kernel);
+static const native::RegisterKernel reg_group_norm_backward(native::group_norm_backward_stub, kCUDA,
+                                                            &group_norm_backward_kernel);
 
 }  // namespace cuda
 }  // namespace loom

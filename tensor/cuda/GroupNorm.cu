@@ -99,10 +99,10 @@ __global__ void channel_sums(const T* __restrict__ dy, const T* __restrict__ x, 
 // Step 2: coef_dm, coef_b1, coef_c0 (N * G), rounded to T as the CPU rounds
 // them; sum_dy_xmu corrected in place to sum dy e.
 template <typename T>
-__global__ void group_coefficients(const double* sum_dy, double* sum_dy_xmu,
-                                   const double* sum_xmu, const T* rstd, const T* weight,
-                                   int64_t N, int64_t C, int64_t D, int64_t HxW, int64_t G,
-                                   double* coef_dm, double* coef_b1, double* coef_c0) {
+__global__ void group_coefficients(const double* sum_dy, double* sum_dy_xmu, const double* sum_xmu,
+                                   const T* rstd, const T* weight, int64_t N, int64_t C, int64_t D,
+                                   int64_t HxW, int64_t G, double* coef_dm, double* coef_b1,
+                                   double* coef_c0) {
   const double count = static_cast<double>(D * HxW);
   LOOM_CUDA_GRID_STRIDE(u, N * G) {
     const int64_t n = u / G, g = u % G;
@@ -143,8 +143,8 @@ __global__ void grad_input_elements(const T* __restrict__ dy, const T* __restric
 
 // Step 4: dw, db (C).
 template <typename T>
-__global__ void param_sums(const double* sum_dy, const double* sum_dy_xmu, const T* rstd,
-                           int64_t N, int64_t C, int64_t D, int64_t G, T* dw, T* db) {
+__global__ void param_sums(const double* sum_dy, const double* sum_dy_xmu, const T* rstd, int64_t N,
+                           int64_t C, int64_t D, int64_t G, T* dw, T* db) {
   LOOM_CUDA_GRID_STRIDE(c, C) {
     const int64_t g = c / D;
     double sw = 0, sb = 0;
@@ -159,9 +159,9 @@ __global__ void param_sums(const double* sum_dy, const double* sum_dy_xmu, const
 
 }  // namespace
 
-void group_norm_forward(DType dtype, const void* x, const void* weight, const void* bias,
-                        int64_t N, int64_t C, int64_t HxW, int64_t G, double eps, void* y,
-                        void* mean, void* rstd, int device, uint64_t stream) {
+void group_norm_forward(DType dtype, const void* x, const void* weight, const void* bias, int64_t N,
+                        int64_t C, int64_t HxW, int64_t G, double eps, void* y, void* mean,
+                        void* rstd, int device, uint64_t stream) {
   const int64_t rows = N * G;
   if (rows == 0) return;
   DeviceGuard guard(device);
@@ -171,11 +171,11 @@ void group_norm_forward(DType dtype, const void* x, const void* weight, const vo
     const int64_t D = C / G;
     const int group = norm_group_for(D * HxW);
     const int64_t rows_per_block = kNormThreads / group;
-    forward_groups<T><<<grid_for((rows + rows_per_block - 1) / rows_per_block), kNormThreads, 0,
-                        s>>>(static_cast<const T*>(x), static_cast<const T*>(weight),
-                             static_cast<const T*>(bias), rows, D, HxW, G, eps,
-                             static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd),
-                             group);
+    forward_groups<T>
+        <<<grid_for((rows + rows_per_block - 1) / rows_per_block), kNormThreads, 0, s>>>(
+            static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias),
+            rows, D, HxW, G, eps, static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd),
+            group);
   });
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
@@ -208,8 +208,9 @@ void group_norm_backward(DType dtype, const void* grad_out, const void* x, const
     if (rows > 0) {
       const int group = norm_group_for(HxW);
       const int64_t rows_per_block = kNormThreads / group;
-      channel_sums<T><<<grid_for((rows + rows_per_block - 1) / rows_per_block), kNormThreads, 0,
-                        s>>>(dy, xp, mp, rows, C, D, HxW, G, sum_dy, sum_dy_xmu, sum_xmu, group);
+      channel_sums<T>
+          <<<grid_for((rows + rows_per_block - 1) / rows_per_block), kNormThreads, 0, s>>>(
+              dy, xp, mp, rows, C, D, HxW, G, sum_dy, sum_dy_xmu, sum_xmu, group);
       group_coefficients<T><<<blocks_for(N * G, kNormThreads), kNormThreads, 0, s>>>(
           sum_dy, sum_dy_xmu, sum_xmu, rp, wp, N, C, D, HxW, G, coef_dm, coef_b1, coef_c0);
     }

@@ -31,8 +31,8 @@ void layer_norm_backward_kernel(const Tensor& grad_out, const Tensor& input, con
   const int device = input.device().index;
   Tensor scratch;  // per-row mean corrections and partial sums of grad_weight, grad_bias
   if (grad_weight.defined() || grad_bias.defined())
-    scratch = empty({layer_norm_backward_scratch(M, N)},
-                    TensorOptions(kFloat64).device(input.device()));
+    scratch =
+        empty({layer_norm_backward_scratch(M, N)}, TensorOptions(kFloat64).device(input.device()));
   layer_norm_backward(input.dtype(), cptr(grad_out), cptr(input), cptr(mean), cptr(rstd),
                       cptr(weight), M, N, ptr(grad_input), ptr(grad_weight), ptr(grad_bias),
                       static_cast<double*>(ptr(scratch)), device, current_stream_handle(device));
@@ -42,8 +42,8 @@ void layer_norm_backward_kernel(const Tensor& grad_out, const Tensor& input, con
 
 static const native::RegisterKernel reg_layer_norm(native::layer_norm_stub, kCUDA,
                                                    &layer_norm_kernel);
-static const native::RegisterKernel reg_layer_norm_backward(native::layer_norm_backward_stub,
-                                                            kCUDA, &layer_norm_backward_kernel);
+static const native::RegisterKernel reg_layer_norm_backward(native::layer_norm_backward_stub, kCUDA,
+                                                            &layer_norm_backward_kernel);
 
 }  // namespace cuda
 }  // namespace loom

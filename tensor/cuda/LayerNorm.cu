@@ -31,8 +31,8 @@ namespace loom {
 namespace cuda {
 namespace {
 
-constexpr int kColumns = 32;    // columns per block of the parameter sums
-constexpr int kRowLanes = 8;    // row lanes per block of the parameter sums
+constexpr int kColumns = 32;        // columns per block of the parameter sums
+constexpr int kRowLanes = 8;        // row lanes per block of the parameter sums
 constexpr int64_t kMaxChunks = 64;  // most row chunks of the parameter sums
 
 // Row chunks of the parameter sums: about 64 rows each, at most kMaxChunks.
@@ -92,8 +92,9 @@ __global__ void backward_rows(const T* __restrict__ dy, const T* __restrict__ x,
         const double xm = static_cast<double>(x[off + j] - m);
         S += xm;
         if (dx) {
-          const double g = weight ? static_cast<double>(dy[off + j]) * static_cast<double>(weight[j])
-                                  : static_cast<double>(dy[off + j]);
+          const double g = weight
+                               ? static_cast<double>(dy[off + j]) * static_cast<double>(weight[j])
+                               : static_cast<double>(dy[off + j]);
           A += g;
           B += g * xm;
         }
@@ -160,8 +161,8 @@ __global__ void param_partials(const T* __restrict__ dy, const T* __restrict__ x
 }
 
 template <typename T>
-__global__ void param_totals(const double* part_w, const double* part_b, int64_t chunks,
-                             int64_t N, T* dw, T* db) {
+__global__ void param_totals(const double* part_w, const double* part_b, int64_t chunks, int64_t N,
+                             T* dw, T* db) {
   LOOM_CUDA_GRID_STRIDE(j, N) {
     double tw = 0, tb = 0;
     for (int64_t k = 0; k < chunks; ++k) {
@@ -175,9 +176,9 @@ __global__ void param_totals(const double* part_w, const double* part_b, int64_t
 
 }  // namespace
 
-void layer_norm_forward(DType dtype, const void* x, const void* weight, const void* bias,
-                        int64_t M, int64_t N, double eps, void* y, void* mean, void* rstd,
-                        int device, uint64_t stream) {
+void layer_norm_forward(DType dtype, const void* x, const void* weight, const void* bias, int64_t M,
+                        int64_t N, double eps, void* y, void* mean, void* rstd, int device,
+                        uint64_t stream) {
   if (M == 0) return;
   DeviceGuard guard(device);
   const cudaStream_t s = as_stream(stream);
@@ -186,8 +187,8 @@ void layer_norm_forward(DType dtype, const void* x, const void* weight, const vo
     const int group = norm_group_for(N);
     const int64_t rows_per_block = kNormThreads / group;
     forward_rows<T><<<grid_for((M + rows_per_block - 1) / rows_per_block), kNormThreads, 0, s>>>(
-        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), M,
-        N, eps, static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd), group);
+        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), M, N,
+        eps, static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd), group);
   });
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
@@ -203,7 +204,7 @@ void layer_norm_backward(DType dtype, const void* grad_out, const void* x, const
   DeviceGuard guard(device);
   const cudaStream_t s = as_stream(stream);
   const int64_t chunks = backward_chunks(M);
-  double* row_delta = params ? scratch : nullptr;          // (M)
+  double* row_delta = params ? scratch : nullptr;           // (M)
   double* part_w = params ? scratch + M : nullptr;          // (chunks, N)
   double* part_b = params ? part_w + chunks * N : nullptr;  // (chunks, N)
   dispatch_floating(dtype, "layer_norm_backward", [&](auto tag) {
@@ -215,15 +216,15 @@ void layer_norm_backward(DType dtype, const void* grad_out, const void* x, const
     if (M > 0) {
       const int group = norm_group_for(N);
       const int64_t rows_per_block = kNormThreads / group;
-      backward_rows<T><<<grid_for((M + rows_per_block - 1) / rows_per_block), kNormThreads, 0,
-                         s>>>(dy, xp, mp, rp, static_cast<const T*>(weight), M, N,
-                              static_cast<T*>(grad_input), row_delta, group);
+      backward_rows<T><<<grid_for((M + rows_per_block - 1) / rows_per_block), kNormThreads, 0, s>>>(
+          dy, xp, mp, rp, static_cast<const T*>(weight), M, N, static_cast<T*>(grad_input),
+          row_delta, group);
     }
     if (params && N > 0) {
       const int64_t rows_per_chunk = (M + chunks - 1) / chunks;
       const dim3 grid(grid_for((N + kColumns - 1) / kColumns), static_cast<unsigned>(chunks));
-      param_partials<T><<<grid, dim3(kColumns, kRowLanes), 0, s>>>(
-          dy, xp, mp, rp, row_delta, M, N, rows_per_chunk, part_w, part_b);
+      param_partials<T><<<grid, dim3(kColumns, kRowLanes), 0, s>>>(dy, xp, mp, rp, row_delta, M, N,
+                                                                   rows_per_chunk, part_w, part_b);
       param_totals<T><<<blocks_for(N, kNormThreads), kNormThreads, 0, s>>>(
           part_w, part_b, chunks, N, static_cast<T*>(grad_weight), static_cast<T*>(grad_bias));
     }

@@ -50,9 +50,9 @@ void check_affine(const char* op, const Tensor& input, const Tensor& t, const ch
 void check_stat(const Tensor& input, const Tensor& t, int64_t count, const char* name) {
   LOOM_CHECK(t.defined() && t.numel() == count && t.dtype() == input.dtype() &&
                  t.device() == input.device(),
-             "group_norm_backward: expected ", name, " with ", count, " values (N * num_groups) of dtype ",
-             dtype_name(input.dtype()), " on ", input.device().str(),
-             " (as group_norm returned it), got ", t.describe());
+             "group_norm_backward: expected ", name, " with ", count,
+             " values (N * num_groups) of dtype ", dtype_name(input.dtype()), " on ",
+             input.device().str(), " (as group_norm returned it), got ", t.describe());
 }
 
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }
@@ -73,8 +73,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm(const Tensor& input, int64_t num_g
   Tensor mean = empty({g.N, num_groups}, options);
   Tensor rstd = empty({g.N, num_groups}, options);
   group_norm_stub(input.device(), contiguous(input), contiguous_or_undefined(weight),
-                  contiguous_or_undefined(bias), g.N, g.C, g.HxW, num_groups, eps, out, mean,
-                  rstd);
+                  contiguous_or_undefined(bias), g.N, g.C, g.HxW, num_groups, eps, out, mean, rstd);
   return {out, mean, rstd};
 }
 
@@ -101,8 +100,8 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad_out, c
   if (!output_mask[0] && !output_mask[1] && !output_mask[2]) return {};
   group_norm_backward_stub(input.device(), contiguous(to(grad_out, input.device(), input.dtype())),
                            contiguous(input), contiguous(mean), contiguous(rstd),
-                           contiguous_or_undefined(weight), g.N, g.C, g.HxW, num_groups,
-                           grad_input, grad_weight, grad_bias);
+                           contiguous_or_undefined(weight), g.N, g.C, g.HxW, num_groups, grad_input,
+                           grad_weight, grad_bias);
   return {grad_input, grad_weight, grad_bias};
 }
 

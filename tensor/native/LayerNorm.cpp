@@ -58,11 +58,11 @@ void check_affine(const char* op, const Tensor& input, const IntList& normalized
 
 // mean / rstd handed back to the backward: M values of input's dtype beside it.
 void check_stat(const Tensor& input, const Tensor& t, int64_t M, const char* name) {
-  LOOM_CHECK(t.defined() && t.numel() == M && t.dtype() == input.dtype() &&
-                 t.device() == input.device(),
-             "layer_norm_backward: expected ", name, " with ", M, " values of dtype ",
-             dtype_name(input.dtype()), " on ", input.device().str(),
-             " (as layer_norm returned it), got ", t.describe());
+  LOOM_CHECK(
+      t.defined() && t.numel() == M && t.dtype() == input.dtype() && t.device() == input.device(),
+      "layer_norm_backward: expected ", name, " with ", M, " values of dtype ",
+      dtype_name(input.dtype()), " on ", input.device().str(), " (as layer_norm returned it), got ",
+      t.describe());
 }
 
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }

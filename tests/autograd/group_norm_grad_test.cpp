@@ -14,27 +14,29 @@ using testing::random_leaf;
 using Inputs = std::vector<Tensor>;
 
 // sum(group_norm(x) * r) has gradient 0 in x; a random weighting r does not.
-Tensor weighted(const Tensor& y, uint64_t seed) { return y * random_leaf(y.sizes(), seed).detach(); }
+Tensor weighted(const Tensor& y, uint64_t seed) {
+  return y * random_leaf(y.sizes(), seed).detach();
+}
 
 TEST(GroupNormGrad, OneGroup) {
-  EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(group_norm(x[0], 1, x[1], x[2], 1e-5), 10); },
-      {random_leaf({2, 3, 4}, 1), random_leaf({3}, 2), random_leaf({3}, 3)}));
+  EXPECT_TRUE(
+      GradOk([](const Inputs& x) { return weighted(group_norm(x[0], 1, x[1], x[2], 1e-5), 10); },
+             {random_leaf({2, 3, 4}, 1), random_leaf({3}, 2), random_leaf({3}, 3)}));
 }
 
 TEST(GroupNormGrad, OneGroupPerChannel) {
-  EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(group_norm(x[0], 4, x[1], x[2], 1e-5), 11); },
-      {random_leaf({2, 4, 2, 2}, 4), random_leaf({4}, 5), random_leaf({4}, 6)}));
+  EXPECT_TRUE(
+      GradOk([](const Inputs& x) { return weighted(group_norm(x[0], 4, x[1], x[2], 1e-5), 11); },
+             {random_leaf({2, 4, 2, 2}, 4), random_leaf({4}, 5), random_leaf({4}, 6)}));
 }
 
 TEST(GroupNormGrad, GroupsOfSeveralChannels) {
-  EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(group_norm(x[0], 2, x[1], x[2], 1e-5), 12); },
-      {random_leaf({2, 6, 3}, 7), random_leaf({6}, 8), random_leaf({6}, 9)}));
-  EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(group_norm(x[0], 2, x[1], x[2], 1e-5), 13); },
-      {random_leaf({1, 4, 2, 1, 2}, 14), random_leaf({4}, 15), random_leaf({4}, 16)}));
+  EXPECT_TRUE(
+      GradOk([](const Inputs& x) { return weighted(group_norm(x[0], 2, x[1], x[2], 1e-5), 12); },
+             {random_leaf({2, 6, 3}, 7), random_leaf({6}, 8), random_leaf({6}, 9)}));
+  EXPECT_TRUE(
+      GradOk([](const Inputs& x) { return weighted(group_norm(x[0], 2, x[1], x[2], 1e-5), 13); },
+             {random_leaf({1, 4, 2, 1, 2}, 14), random_leaf({4}, 15), random_leaf({4}, 16)}));
 }
 
 TEST(GroupNormGrad, TwoDimensionalInputAndNoAffine) {
@@ -70,7 +72,8 @@ TEST(GroupNormGrad, DoubleBackward) {
 }
 
 TEST(GroupNormGrad, CreateGraphGivesTheKernelsGradients) {
-  const Tensor x = random_leaf({3, 6, 2, 2}, 40), w = random_leaf({6}, 41), b = random_leaf({6}, 42);
+  const Tensor x = random_leaf({3, 6, 2, 2}, 40), w = random_leaf({6}, 41),
+               b = random_leaf({6}, 42);
   const Tensor r = random_leaf({3, 6, 2, 2}, 43).detach();
   const Tensor loss = (group_norm(x, 3, w, b, 1e-5) * r).sum();
   const std::vector<Tensor> fused = autograd::grad({loss}, {x, w, b}, {}, true, false);

@@ -14,23 +14,29 @@ using testing::random_leaf;
 using Inputs = std::vector<Tensor>;
 
 // sum(layer_norm(x) * r) has gradient 0 in x; a random weighting r does not.
-Tensor weighted(const Tensor& y, uint64_t seed) { return y * random_leaf(y.sizes(), seed).detach(); }
+Tensor weighted(const Tensor& y, uint64_t seed) {
+  return y * random_leaf(y.sizes(), seed).detach();
+}
 
 TEST(LayerNormGrad, InputWeightBiasOneDim) {
-  EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(layer_norm(x[0], {5}, x[1], x[2], 1e-5), 10); },
-      {random_leaf({3, 5}, 1), random_leaf({5}, 2), random_leaf({5}, 3)}));
+  EXPECT_TRUE(
+      GradOk([](const Inputs& x) { return weighted(layer_norm(x[0], {5}, x[1], x[2], 1e-5), 10); },
+             {random_leaf({3, 5}, 1), random_leaf({5}, 2), random_leaf({5}, 3)}));
 }
 
 TEST(LayerNormGrad, InputWeightBiasTwoDims) {
   EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5), 11); },
+      [](const Inputs& x) {
+        return weighted(layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5), 11);
+      },
       {random_leaf({2, 3, 4}, 4), random_leaf({3, 4}, 5), random_leaf({3, 4}, 6)}));
 }
 
 TEST(LayerNormGrad, WholeTensorAndNoAffine) {
   EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(layer_norm(x[0], {2, 3}, Tensor(), Tensor(), 1e-3), 12); },
+      [](const Inputs& x) {
+        return weighted(layer_norm(x[0], {2, 3}, Tensor(), Tensor(), 1e-3), 12);
+      },
       {random_leaf({2, 3}, 7)}));
   EXPECT_TRUE(GradOk(
       [](const Inputs& x) { return weighted(layer_norm(x[0], {4}, x[1], Tensor(), 1e-5), 13); },
@@ -39,15 +45,15 @@ TEST(LayerNormGrad, WholeTensorAndNoAffine) {
 
 TEST(LayerNormGrad, RowsOfOneValue) {
   // The output is the bias alone; the gradients in x and weight vanish.
-  EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(layer_norm(x[0], {1}, x[1], x[2], 1e-1), 14); },
-      {random_leaf({4, 1}, 15), random_leaf({1}, 16), random_leaf({1}, 17)}));
+  EXPECT_TRUE(
+      GradOk([](const Inputs& x) { return weighted(layer_norm(x[0], {1}, x[1], x[2], 1e-1), 14); },
+             {random_leaf({4, 1}, 15), random_leaf({1}, 16), random_leaf({1}, 17)}));
 }
 
 TEST(LayerNormGrad, StridedInput) {
-  EXPECT_TRUE(GradOk(
-      [](const Inputs& x) { return weighted(layer_norm(x[0], {3}, x[1], x[2], 1e-5), 18); },
-      {random_leaf({3, 4}, 19).t(), random_leaf({3}, 20), random_leaf({3}, 21)}));
+  EXPECT_TRUE(
+      GradOk([](const Inputs& x) { return weighted(layer_norm(x[0], {3}, x[1], x[2], 1e-5), 18); },
+             {random_leaf({3, 4}, 19).t(), random_leaf({3}, 20), random_leaf({3}, 21)}));
 }
 
 // The first derivative, built with create_graph, as a function of the inputs
@@ -63,8 +69,11 @@ Tensor first_derivative(const Inputs& x, const IntList& shape) {
 TEST(LayerNormGrad, DoubleBackward) {
   EXPECT_TRUE(GradOk([](const Inputs& x) { return first_derivative(x, {4}); },
                      {random_leaf({3, 4}, 22), random_leaf({4}, 23), random_leaf({4}, 24)}));
-  EXPECT_TRUE(GradOk([](const Inputs& x) { return first_derivative(x, {2, 3}); },
-                     {random_leaf({2, 2, 3}, 25), random_leaf({2, 3}, 26), random_leaf({2, 3}, 27)}));
+  EXPECT_TRUE(GradOk(
+      [](const Inputs& x) {
+        return first_derivative(x, {2, 3});
+      },
+      {random_leaf({2, 2, 3}, 25), random_leaf({2, 3}, 26), random_leaf({2, 3}, 27)}));
 }
 
 TEST(LayerNormGrad, CreateGraphGivesTheKernelsGradients) {

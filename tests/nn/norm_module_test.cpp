@@ -69,7 +69,8 @@ TEST(LayerNormModule, PrintsAndRejectsBadShapes) {
   nn::LayerNorm ln(nn::LayerNormOptions({3, 4}));
   EXPECT_LOOM_ERROR(ln(randn({2, 4, 3})), "LayerNorm([3, 4])", "[*, 3, 4]", "[2, 4, 3]");
   EXPECT_LOOM_ERROR(ln(randn({4})), "LayerNorm([3, 4])", "got [4]");
-  EXPECT_LOOM_ERROR(nn::LayerNorm(nn::LayerNormOptions(std::vector<int64_t>{})), "normalized_shape");
+  EXPECT_LOOM_ERROR(nn::LayerNorm(nn::LayerNormOptions(std::vector<int64_t>{})),
+                    "normalized_shape");
   EXPECT_LOOM_ERROR(nn::LayerNorm(nn::LayerNormOptions({3, 0})), "positive sizes", "[3, 0]");
 }
 

@@ -2,8 +2,8 @@
 // weights and output gradient give the same output and the same gradients
 // of input, weight and bias (torch.nn.functional.layer_norm / group_norm,
 // tools/pyloom/norm_parity.py), in float64 (error <= 1e-10 relative to
-// max(1, largest expected magnitude)) and float32 (<= 1e-5).  The module cases load loom's nn::LayerNorm /
-// nn::GroupNorm state_dict into torch.nn.LayerNorm / GroupNorm strictly, so
+// max(1, largest expected magnitude)) and float32 (<= 1e-5).  The module cases load loom's
+// nn::LayerNorm / nn::GroupNorm state_dict into torch.nn.LayerNorm / GroupNorm strictly, so
 // parameter names and shapes must match too.
 #include <fstream>
 #include <map>
@@ -18,10 +18,10 @@ using testing::relative_error;
 
 struct Case {
   std::string name;
-  std::string op;           // "layer_norm" or "group_norm"
-  IntList shape;            // input
-  IntList normalized_shape; // layer_norm
-  int64_t num_groups = 0;   // group_norm
+  std::string op;            // "layer_norm" or "group_norm"
+  IntList shape;             // input
+  IntList normalized_shape;  // layer_norm
+  int64_t num_groups = 0;    // group_norm
   bool weight = true, bias = true;
   double eps = 1e-5;
   bool module = false;  // through nn::LayerNorm / nn::GroupNorm
@@ -39,7 +39,8 @@ Result run_loom(const Case& c, const Tensor& x0, const Tensor& w0, const Tensor&
   if (c.module) {
     std::shared_ptr<nn::Module> m;
     if (c.op == "layer_norm") {
-      nn::LayerNorm ln(nn::LayerNormOptions(c.normalized_shape).eps(c.eps).elementwise_affine(c.weight));
+      nn::LayerNorm ln(
+          nn::LayerNormOptions(c.normalized_shape).eps(c.eps).elementwise_affine(c.weight));
       m = ln.ptr();
     } else {
       nn::GroupNorm gn(nn::GroupNormOptions(c.num_groups, c.shape[1]).eps(c.eps).affine(c.weight));
@@ -92,8 +93,8 @@ void check_parity(const std::vector<Case>& cases) {
     if (w.defined()) in.insert(c.name + ".weight", w);
     if (b.defined()) in.insert(c.name + ".bias", b);
     ours[c.name] = run_loom(c, x, w, b, dy);
-    spec << (k ? ", " : "") << "\"" << c.name << "\": {\"op\": \"" << c.op << "\", \"eps\": " << c.eps
-         << ", \"module\": " << (c.module ? "true" : "false");
+    spec << (k ? ", " : "") << "\"" << c.name << "\": {\"op\": \"" << c.op
+         << "\", \"eps\": " << c.eps << ", \"module\": " << (c.module ? "true" : "false");
     if (c.op == "layer_norm")
       spec << ", \"normalized_shape\": " << json_list(c.normalized_shape) << "}";
     else
@@ -104,9 +105,9 @@ void check_parity(const std::vector<Case>& cases) {
   nn::save(in, dir + "/in.safetensors");
 
   std::string output;
-  const int rc = testing::run_python("norm_parity.py", dir + "/spec.json " + dir +
-                                                           "/in.safetensors " + dir + "/out.safetensors",
-                                     output);
+  const int rc = testing::run_python(
+      "norm_parity.py", dir + "/spec.json " + dir + "/in.safetensors " + dir + "/out.safetensors",
+      output);
   ASSERT_EQ(rc, 0) << "PyTorch reference failed (is python3-torch installed? tools/setup.sh "
                       "installs it):\n"
                    << output;

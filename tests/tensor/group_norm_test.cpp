@@ -23,8 +23,10 @@ Reference reference(const Tensor& input, int64_t G, const Tensor& weight, const 
   const int64_t N = input.size(0), C = input.size(1), D = C / G;
   const int64_t HxW = N * C != 0 ? input.numel() / (N * C) : 0, L = D * HxW;
   const std::vector<double> x = input.to_vector<double>(), dy = grad_out.to_vector<double>();
-  const std::vector<double> w = weight.defined() ? weight.to_vector<double>() : std::vector<double>(C, 1.0);
-  const std::vector<double> b = bias.defined() ? bias.to_vector<double>() : std::vector<double>(C, 0.0);
+  const std::vector<double> w =
+      weight.defined() ? weight.to_vector<double>() : std::vector<double>(C, 1.0);
+  const std::vector<double> b =
+      bias.defined() ? bias.to_vector<double>() : std::vector<double>(C, 0.0);
   std::vector<double> y(x.size()), dx(x.size()), mean(N * G), rstd(N * G), dw(C, 0.0), db(C, 0.0);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t g = 0; g < G; ++g) {
@@ -52,8 +54,9 @@ Reference reference(const Tensor& input, int64_t G, const Tensor& weight, const 
         dx[base + k] = r * (gy - mg - xh * mgx);
       }
     }
-  return {tensor<double>(y, input.sizes()),  tensor<double>(mean, {N, G}), tensor<double>(rstd, {N, G}),
-          tensor<double>(dx, input.sizes()), tensor<double>(dw, {C}),       tensor<double>(db, {C})};
+  return {tensor<double>(y, input.sizes()), tensor<double>(mean, {N, G}),
+          tensor<double>(rstd, {N, G}),     tensor<double>(dx, input.sizes()),
+          tensor<double>(dw, {C}),          tensor<double>(db, {C})};
 }
 
 Tensor sample(IntList sizes, uint64_t seed, DType dtype = kFloat64, double lo = -2, double hi = 3) {
@@ -66,8 +69,8 @@ TEST(GroupNorm, MatchesReferenceForwardAndBackward) {
     IntList shape;
     int64_t groups;
   };
-  const std::vector<Case> cases = {{{2, 6}, 3},          {{2, 6}, 6},       {{3, 4, 5}, 1},
-                                   {{3, 4, 5}, 2},       {{2, 6, 3, 4}, 3}, {{2, 6, 3, 4}, 6},
+  const std::vector<Case> cases = {{{2, 6}, 3},          {{2, 6}, 6},         {{3, 4, 5}, 1},
+                                   {{3, 4, 5}, 2},       {{2, 6, 3, 4}, 3},   {{2, 6, 3, 4}, 6},
                                    {{1, 4, 2, 3, 2}, 2}, {{2, 2, 40, 40}, 1}, {{4, 8, 1, 1}, 8}};
   for (DType dtype : {kFloat64, kFloat32}) {
     const double tol = dtype == kFloat64 ? 1e-12 : 2e-5;
@@ -101,7 +104,8 @@ TEST(GroupNorm, MatchesReferenceForwardAndBackward) {
 TEST(GroupNorm, OutputMaskSkipsGradients) {
   const Tensor x = sample({2, 4, 3}, 1), dy = sample({2, 4, 3}, 3);
   auto [out, mean, rstd] = native::group_norm(x, 2, Tensor(), Tensor(), 1e-5);
-  auto [gi, gw, gb] = native::group_norm_backward(dy, x, mean, rstd, Tensor(), 2, {true, false, true});
+  auto [gi, gw, gb] =
+      native::group_norm_backward(dy, x, mean, rstd, Tensor(), 2, {true, false, true});
   EXPECT_TRUE(gi.defined());
   EXPECT_FALSE(gw.defined());
   EXPECT_EQ(gb.sizes(), (IntList{4}));
@@ -112,7 +116,8 @@ TEST(GroupNorm, StridedInputs) {
   const Tensor x = sample({2, 3, 3, 4}, 1).permute({0, 3, 1, 2});  // (2, 4, 3, 3)
   const Tensor dy = sample({2, 3, 3, 4}, 2).permute({0, 3, 1, 2});
   const Tensor w = sample({4, 2}, 3).select(1, 1);
-  const Reference ref = reference(x.contiguous(), 2, w.contiguous(), Tensor(), 1e-5, dy.contiguous());
+  const Reference ref =
+      reference(x.contiguous(), 2, w.contiguous(), Tensor(), 1e-5, dy.contiguous());
   auto [out, mean, rstd] = native::group_norm(x, 2, w, Tensor(), 1e-5);
   EXPECT_TRUE(AllClose(out, ref.out, 1e-12, 1e-12));
   auto [gi, gw, gb] = native::group_norm_backward(dy, x, mean, rstd, w, 2, {true, true, true});
@@ -130,7 +135,8 @@ TEST(GroupNorm, SmallSpreadAgainstLargeMeanKeepsFloat32Precision) {
   // Groups 1000 + O(0.01) in float32: see the layer norm test of that name.
   const Tensor x = (sample({2, 6, 50}, 5, kFloat64, -0.01, 0.01) + 1000.0).to(kFloat32);
   const Tensor w = sample({6}, 6, kFloat32), dy = sample({2, 6, 50}, 7, kFloat32);
-  const Reference ref = reference(x.to(kFloat64), 3, w.to(kFloat64), Tensor(), 1e-5, dy.to(kFloat64));
+  const Reference ref =
+      reference(x.to(kFloat64), 3, w.to(kFloat64), Tensor(), 1e-5, dy.to(kFloat64));
   auto [out, mean, rstd] = native::group_norm(x, 3, w, Tensor(), 1e-5);
   EXPECT_TRUE(CloseToScale(out, ref.out, 1e-5));
   auto [gi, gw, gb] = native::group_norm_backward(dy, x, mean, rstd, w, 3, {true, true, true});
@@ -154,7 +160,8 @@ TEST(GroupNorm, EmptyInputs) {
   auto [out0, mean0, rstd0] = native::group_norm(x0, 2, Tensor(), Tensor(), 0.25);
   EXPECT_TRUE(AllClose(mean0, zeros({2, 2}, kFloat64), 0, 0));
   EXPECT_TRUE(AllClose(rstd0, full({2, 2}, 2.0, kFloat64), 0, 0));
-  auto [gi0, gw0, gb0] = native::group_norm_backward(x0, x0, mean0, rstd0, Tensor(), 2, {true, true, true});
+  auto [gi0, gw0, gb0] =
+      native::group_norm_backward(x0, x0, mean0, rstd0, Tensor(), 2, {true, true, true});
   EXPECT_EQ(gi0.sizes(), (IntList{2, 4, 0}));
   EXPECT_TRUE(AllClose(gw0, zeros({4}, kFloat64), 0, 0));
 }
@@ -168,20 +175,24 @@ TEST(GroupNorm, KernelsAreRegisteredPerDevice) {
 
 TEST(GroupNorm, ArgumentErrors) {
   const Tensor x = sample({2, 6, 4}, 1);
-  EXPECT_LOOM_ERROR(native::group_norm(Tensor(), 2, Tensor(), Tensor(), 1e-5), "group_norm", "input");
+  EXPECT_LOOM_ERROR(native::group_norm(Tensor(), 2, Tensor(), Tensor(), 1e-5), "group_norm",
+                    "input");
   EXPECT_LOOM_ERROR(native::group_norm(sample({6}, 1), 2, Tensor(), Tensor(), 1e-5),
                     "at least 2 dimensions");
   EXPECT_LOOM_ERROR(native::group_norm(x, 4, Tensor(), Tensor(), 1e-5),
                     "expected number of channels in input to be divisible by num_groups, but got "
                     "input of shape [2, 6, 4] and num_groups=4");
-  EXPECT_LOOM_ERROR(native::group_norm(x, 0, Tensor(), Tensor(), 1e-5), "num_groups must be positive");
+  EXPECT_LOOM_ERROR(native::group_norm(x, 0, Tensor(), Tensor(), 1e-5),
+                    "num_groups must be positive");
   EXPECT_LOOM_ERROR(native::group_norm(x, 2, sample({4}, 2), Tensor(), 1e-5),
                     "expected weight to be a vector of size equal to the number of channels in "
                     "input, but got weight of shape [4] and input of shape [2, 6, 4]");
-  EXPECT_LOOM_ERROR(native::group_norm(x, 2, Tensor(), sample({2, 3}, 2), 1e-5), "bias of shape [2, 3]");
+  EXPECT_LOOM_ERROR(native::group_norm(x, 2, Tensor(), sample({2, 3}, 2), 1e-5),
+                    "bias of shape [2, 3]");
   EXPECT_LOOM_ERROR(native::group_norm(x, 2, Tensor(), sample({6}, 2, kFloat32), 1e-5),
                     "bias of dtype float64");
-  EXPECT_LOOM_ERROR(native::group_norm(x.to(kInt32), 2, Tensor(), Tensor(), 1e-5), "float32 or float64");
+  EXPECT_LOOM_ERROR(native::group_norm(x.to(kInt32), 2, Tensor(), Tensor(), 1e-5),
+                    "float32 or float64");
   EXPECT_LOOM_ERROR(native::group_norm(x, 2, sample({6}, 2).to(Device(kCPU, 1)), Tensor(), 1e-5),
                     "cpu:1");
 

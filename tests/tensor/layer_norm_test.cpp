@@ -21,8 +21,10 @@ struct Reference {
 Reference reference(const Tensor& input, int64_t N, const Tensor& weight, const Tensor& bias,
                     double eps, const Tensor& grad_out) {
   const std::vector<double> x = input.to_vector<double>(), dy = grad_out.to_vector<double>();
-  const std::vector<double> w = weight.defined() ? weight.to_vector<double>() : std::vector<double>(N, 1.0);
-  const std::vector<double> b = bias.defined() ? bias.to_vector<double>() : std::vector<double>(N, 0.0);
+  const std::vector<double> w =
+      weight.defined() ? weight.to_vector<double>() : std::vector<double>(N, 1.0);
+  const std::vector<double> b =
+      bias.defined() ? bias.to_vector<double>() : std::vector<double>(N, 0.0);
   const int64_t M = N ? static_cast<int64_t>(x.size()) / N : 0;
   std::vector<double> y(x.size()), dx(x.size()), mean(M), rstd(M), dw(N, 0.0), db(N, 0.0);
   for (int64_t i = 0; i < M; ++i) {
@@ -45,8 +47,8 @@ Reference reference(const Tensor& input, int64_t N, const Tensor& weight, const 
       dx[i * N + j] = rstd[i] * (g - mg - xh * mgx);
     }
   }
-  return {tensor<double>(y, input.sizes()), tensor<double>(mean, {M}),  tensor<double>(rstd, {M}),
-          tensor<double>(dx, input.sizes()), tensor<double>(dw, {N}), tensor<double>(db, {N})};
+  return {tensor<double>(y, input.sizes()),  tensor<double>(mean, {M}), tensor<double>(rstd, {M}),
+          tensor<double>(dx, input.sizes()), tensor<double>(dw, {N}),   tensor<double>(db, {N})};
 }
 
 Tensor sample(IntList sizes, uint64_t seed, DType dtype = kFloat64, double lo = -2, double hi = 3) {
@@ -58,9 +60,9 @@ TEST(LayerNorm, MatchesReferenceForwardAndBackward) {
   struct Case {
     IntList shape, normalized;
   };
-  const std::vector<Case> cases = {{{4, 5}, {5}},        {{2, 3, 7}, {7}},      {{2, 3, 4}, {3, 4}},
-                                   {{6}, {6}},           {{3, 1}, {1}},         {{2, 2, 3, 5}, {2, 3, 5}},
-                                   {{5, 1100}, {1100}},  {{130, 3}, {3}}};
+  const std::vector<Case> cases = {{{4, 5}, {5}},       {{2, 3, 7}, {7}}, {{2, 3, 4}, {3, 4}},
+                                   {{6}, {6}},          {{3, 1}, {1}},    {{2, 2, 3, 5}, {2, 3, 5}},
+                                   {{5, 1100}, {1100}}, {{130, 3}, {3}}};
   for (DType dtype : {kFloat64, kFloat32}) {
     const double tol = dtype == kFloat64 ? 1e-12 : 2e-5;
     for (const Case& c : cases)
@@ -92,7 +94,8 @@ TEST(LayerNorm, MatchesReferenceForwardAndBackward) {
 }
 
 TEST(LayerNorm, StatisticsHaveATenShapes) {
-  auto [out, mean, rstd] = native::layer_norm(sample({2, 3, 4, 5}, 1), {4, 5}, Tensor(), Tensor(), 1e-5);
+  auto [out, mean, rstd] =
+      native::layer_norm(sample({2, 3, 4, 5}, 1), {4, 5}, Tensor(), Tensor(), 1e-5);
   EXPECT_EQ(out.sizes(), (IntList{2, 3, 4, 5}));
   EXPECT_EQ(mean.sizes(), (IntList{2, 3, 1, 1}));
   EXPECT_EQ(rstd.sizes(), (IntList{2, 3, 1, 1}));
@@ -107,7 +110,8 @@ TEST(LayerNorm, OutputMaskSkipsGradients) {
   EXPECT_FALSE(gi.defined());
   EXPECT_TRUE(gw.defined());
   EXPECT_FALSE(gb.defined());
-  auto [gi2, gw2, gb2] = native::layer_norm_backward(dy, x, {4}, mean, rstd, w, {false, false, false});
+  auto [gi2, gw2, gb2] =
+      native::layer_norm_backward(dy, x, {4}, mean, rstd, w, {false, false, false});
   EXPECT_FALSE(gi2.defined() || gw2.defined() || gb2.defined());
 }
 
@@ -116,7 +120,8 @@ TEST(LayerNorm, StridedInputsAndParameters) {
   const Tensor xt = sample({6, 4}, 1).t();  // (4, 6), not contiguous
   const Tensor wbuf = sample({6, 2}, 2), w = wbuf.select(1, 0);
   const Tensor dy = sample({6, 4}, 3).t();
-  const Reference ref = reference(xt.contiguous(), 6, w.contiguous(), Tensor(), 1e-5, dy.contiguous());
+  const Reference ref =
+      reference(xt.contiguous(), 6, w.contiguous(), Tensor(), 1e-5, dy.contiguous());
   auto [out, mean, rstd] = native::layer_norm(xt, {6}, w, Tensor(), 1e-5);
   EXPECT_TRUE(AllClose(out, ref.out, 1e-12, 1e-12));
   auto [gi, gw, gb] = native::layer_norm_backward(dy, xt, {6}, mean, rstd, w, {true, true, true});
@@ -136,7 +141,8 @@ TEST(LayerNorm, SmallSpreadAgainstLargeMeanKeepsFloat32Precision) {
   // would lose the variance entirely.
   const Tensor x = (sample({8, 256}, 5, kFloat64, -0.01, 0.01) + 1000.0).to(kFloat32);
   const Tensor w = sample({256}, 6, kFloat32), dy = sample({8, 256}, 7, kFloat32);
-  const Reference ref = reference(x.to(kFloat64), 256, w.to(kFloat64), Tensor(), 1e-5, dy.to(kFloat64));
+  const Reference ref =
+      reference(x.to(kFloat64), 256, w.to(kFloat64), Tensor(), 1e-5, dy.to(kFloat64));
   auto [out, mean, rstd] = native::layer_norm(x, {256}, w, Tensor(), 1e-5);
   EXPECT_TRUE(CloseToScale(out, ref.out, 1e-5));
   EXPECT_TRUE(AllClose(rstd.reshape({-1}), ref.rstd, 1e-6, 0));
@@ -157,7 +163,8 @@ TEST(LayerNorm, EmptyInputs) {
   EXPECT_TRUE(AllClose(gw, zeros({3}, kFloat64), 0, 0));
   EXPECT_TRUE(AllClose(gb, zeros({3}, kFloat64), 0, 0));
   // Rows of no values: mean 0, rstd 1 / sqrt(eps).
-  auto [out0, mean0, rstd0] = native::layer_norm(empty({2, 0}, kFloat64), {0}, Tensor(), Tensor(), 0.25);
+  auto [out0, mean0, rstd0] =
+      native::layer_norm(empty({2, 0}, kFloat64), {0}, Tensor(), Tensor(), 0.25);
   EXPECT_EQ(out0.sizes(), (IntList{2, 0}));
   EXPECT_TRUE(AllClose(mean0, zeros({2, 1}, kFloat64), 0, 0));
   EXPECT_TRUE(AllClose(rstd0, full({2, 1}, 2.0, kFloat64), 0, 0));
@@ -197,8 +204,9 @@ TEST(LayerNorm, ArgumentErrors) {
 
   auto [out, mean, rstd] = native::layer_norm(x, {4}, Tensor(), Tensor(), 1e-5);
   const std::array<bool, 3> all = {true, true, true};
-  EXPECT_LOOM_ERROR(native::layer_norm_backward(sample({2, 3}, 3), x, {4}, mean, rstd, Tensor(), all),
-                    "grad_out of shape [2, 3, 4]");
+  EXPECT_LOOM_ERROR(
+      native::layer_norm_backward(sample({2, 3}, 3), x, {4}, mean, rstd, Tensor(), all),
+      "grad_out of shape [2, 3, 4]");
   EXPECT_LOOM_ERROR(native::layer_norm_backward(x, x, {4}, mean.reshape({-1}).narrow(0, 0, 5), rstd,
                                                 Tensor(), all),
                     "mean with 6 values");
