@@ -14,6 +14,8 @@
 #include "nn/modules/BatchNorm.h"
 #include "nn/modules/Container.h"
 #include "nn/modules/Conv.h"
+#include "nn/modules/GroupNorm.h"
+#include "nn/modules/LayerNorm.h"
 #include "nn/modules/Linear.h"
 #include "nn/modules/Loss.h"
 #include "nn/modules/Pooling.h"

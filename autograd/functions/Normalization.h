@@ -1,4 +1,6 @@
-// Batch normalisation over dim 1 of (N, C, ...) inputs.
+// Differentiable normalisation layers: batch norm over dim 1 of (N, C, ...)
+// inputs (autograd/functions/Normalization.cpp), layer norm over trailing
+// dims (LayerNorm.cpp) and group norm over channel groups (GroupNorm.cpp).
 #pragma once
 
 #include "tensor/Tensor.h"
@@ -12,5 +14,29 @@ namespace loom {
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+
+// torch.nn.functional.layer_norm: normalises input (..., *normalized_shape)
+// over its trailing normalized_shape.size() dims, each slice to mean 0 and
+// biased variance 1 (+ eps), then y = x_hat * weight + bias with weight and
+// bias of shape normalized_shape (each may be undefined: 1 and 0).
+// Differentiable in input, weight and bias, to any order: the first backward
+// runs the fused kernel (native::layer_norm_backward); under create_graph it
+// is built from differentiable ops instead, so it can be differentiated again.
+// Throws loom::Error on a normalized_shape that is empty or not input's
+// trailing dims, weight/bias of another shape, or a dtype/device mismatch.
+Tensor layer_norm(const Tensor& input, const IntList& normalized_shape,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+
+// torch.nn.functional.group_norm: input (N, C, *) with its C channels split
+// into num_groups groups of C / num_groups consecutive channels; each
+// sample's group is normalised to mean 0 and biased variance 1 (+ eps), then
+// y = x_hat * weight[c] + bias[c] with weight, bias (C) (each may be
+// undefined: 1 and 0).  Differentiable in input, weight and bias, to any
+// order (as layer_norm).  Throws loom::Error when input has fewer than 2 dims,
+// num_groups does not divide C, weight/bias are not (C), or on a dtype/device
+// mismatch.
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 
 }  // namespace loom

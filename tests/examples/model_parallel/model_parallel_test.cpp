@@ -46,7 +46,15 @@ Result run(nn::Module& model, const Tensor& images, const Tensor& labels) {
 
 class ModelParallelTest : public ::testing::Test {
  protected:
+  // One intra-op thread everywhere, so the reference and the stages' workers
+  // (which get a share of the cores) do the same arithmetic in the same
+  // order.  With several threads each thread multiplies a smaller tile, and
+  // the Eigen GEMM path (CPUs without AVX-512) blocks by tile size, which
+  // moves rounding at 1e-7; batch norm over micro-batches of 2 images at 1x1
+  // (layer4 of a 32x32 input) amplifies that to O(1) in the logits.
   void SetUp() override {
+    threads_ = get_num_threads();
+    set_num_threads(1);
     manual_seed(7);
     reference_ = nn::models::resnet50(kClasses);
     images_ = randn({kBatch, 3, kImage, kImage});
@@ -106,6 +114,9 @@ class ModelParallelTest : public ::testing::Test {
     }
   }
 
+  void TearDown() override { set_num_threads(threads_); }
+
+  int threads_ = 1;
   nn::models::ResNet reference_{nullptr};
   Tensor images_, labels_;
   int64_t micro_batch_ = 0;  // > 0: the reference in train mode runs micro-batches this size
