@@ -1,7 +1,7 @@
 #include "optim/Adam.h"
 
 #include "autograd/GradMode.h"
-#include "optim/Update.h"
+#include "tensor/native/Optim.h"
 #include "tensor/Factory.h"
 
 namespace loom {
@@ -36,7 +36,7 @@ Adam::Adam(std::vector<ParamGroup> groups, Hyperparameters defaults, std::string
 void Adam::step() {
   autograd::NoGradGuard no_grad;
   for (auto& group : param_groups()) {
-    AdamHyper h;
+    native::AdamHyper h;
     h.lr = option(group, "lr");
     h.beta1 = option(group, "beta1");
     h.beta2 = option(group, "beta2");
@@ -45,7 +45,7 @@ void Adam::step() {
     h.amsgrad = option(group, "amsgrad") != 0;
     h.maximize = option(group, "maximize") != 0;
     h.decoupled = decoupled_weight_decay_;
-    std::vector<AdamParam> batch;  // one multi-tensor launch per CUDA device and dtype
+    std::vector<native::AdamParam> batch;  // one multi-tensor launch per CUDA device and dtype
     for (Tensor& p : group.params) {
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
@@ -62,7 +62,7 @@ void Adam::step() {
       batch.push_back({p, grad, s["exp_avg"], s["exp_avg_sq"],
                        h.amsgrad ? s["max_exp_avg_sq"] : Tensor(), static_cast<double>(step)});
     }
-    adam_update_many(batch, h);
+    native::adam_update_many(batch, h);
   }
 }
 

@@ -1,7 +1,7 @@
 #include "optim/SGD.h"
 
 #include "autograd/GradMode.h"
-#include "optim/Update.h"
+#include "tensor/native/Optim.h"
 #include "tensor/Factory.h"
 #include "tensor/native/Copy.h"
 
@@ -31,14 +31,14 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
 void SGD::step() {
   autograd::NoGradGuard no_grad;
   for (auto& group : param_groups()) {
-    SGDHyper h;
+    native::SGDHyper h;
     h.lr = option(group, "lr");
     h.momentum = option(group, "momentum");
     h.dampening = option(group, "dampening");
     h.weight_decay = option(group, "weight_decay");
     h.nesterov = option(group, "nesterov") != 0;
     h.maximize = option(group, "maximize") != 0;
-    std::vector<SGDParam> batch;  // one multi-tensor launch per CUDA device and dtype
+    std::vector<native::SGDParam> batch;  // one multi-tensor launch per CUDA device and dtype
     for (Tensor& p : group.params) {
       const Tensor grad = p.grad();
       if (!grad.defined()) continue;
@@ -57,7 +57,7 @@ void SGD::step() {
       }
       batch.push_back({p, grad, buf, first});
     }
-    sgd_update_many(batch, h);
+    native::sgd_update_many(batch, h);
   }
 }
 

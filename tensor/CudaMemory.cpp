@@ -128,29 +128,7 @@ bool from_pinned_allocator(const Storage& storage) {
          is_available() && pinned_caching_allocator().is_allocated(storage.data());
 }
 
-#else  // !LOOM_WITH_CUDA
-
-namespace {
-constexpr const char* kNoCuda =
-    "loom was built without CUDA (no toolkit found at build time, or LOOM_DISABLE_CUDA=1)";
-}  // namespace
-
-Allocator& device_allocator() { LOOM_FAIL("no CUDA allocator: ", kNoCuda); }
-CachingAllocatorStats memory_stats(int device) {
-  check_device(device, "cuda::memory_stats");
-  return {};
-}
-void reset_peak_memory_stats(int device) { check_device(device, "cuda::reset_peak_memory_stats"); }
-void empty_cache() {}
-void record_stream(const Storage&, uint64_t) { LOOM_FAIL("cuda::record_stream: ", kNoCuda); }
-void keep_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::keep_stream_pool: ", kNoCuda); }
-void release_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::release_stream_pool: ", kNoCuda); }
-Allocator& pinned_allocator() { LOOM_FAIL("cuda::pinned_allocator: ", kNoCuda); }
-CachingAllocatorStats pinned_memory_stats() { return {}; }
-bool is_pinned(const void*) { return false; }
-bool from_pinned_allocator(const Storage&) { return false; }
-
-#endif  // LOOM_WITH_CUDA
+#endif  // LOOM_WITH_CUDA (without it, tensor/CudaRuntime.cpp has the stubs)
 
 int64_t memory_allocated(int device) { return memory_stats(device).allocated_bytes; }
 int64_t memory_reserved(int device) { return memory_stats(device).reserved_bytes; }

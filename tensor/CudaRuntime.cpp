@@ -1,15 +1,19 @@
 // The build-independent part of loom::cuda's runtime (argument checks, the
-// DeviceGuard) and, without CUDA, the stubs.  With CUDA (LOOM_WITH_CUDA) the
-// driver queries live in tensor/cuda/Runtime.cu; without it this file supplies
-// the same signatures, so callers never need #ifdefs: queries say "no device"
-// and everything that needs one throws loom::Error.
+// DeviceGuard) and, without CUDA, the stubs: the one place a build without
+// the toolkit gets them.  With CUDA (LOOM_WITH_CUDA) the driver queries live
+// in tensor/cuda/Runtime.cu, streams, events, copies and graphs in the other
+// .cu files, the allocators in tensor/CudaMemory.cpp; without it this file
+// supplies the same signatures, so callers never need #ifdefs: queries say
+// "no device" and everything that needs one throws loom::Error.  The ops
+// need no stubs at all: their CUDA dispatch slots stay empty
+// (tensor/native/DispatchStub.h).
 #include "tensor/CudaRuntime.h"
 
+#include "tensor/CudaMemory.h"
 #include "tensor/Error.h"
 #include "tensor/cuda/Copy.h"
 #include "tensor/cuda/Graph.h"
 #include "tensor/cuda/StreamEvent.h"
-#include "tensor/cuda/VectorAdd.h"
 
 namespace loom {
 namespace cuda {
@@ -70,9 +74,6 @@ int current_device() { LOOM_FAIL("cuda::current_device: ", kNoCuda); }
 void set_device(int device) { check_device(device, "cuda::set_device"); }
 void synchronize(int device) { check_device(device < 0 ? 0 : device, "cuda::synchronize"); }
 
-void vector_add(const float*, const float*, float*, int64_t, int) {
-  LOOM_FAIL("cuda::vector_add: ", kNoCuda);
-}
 void memcpy_async(void*, const void*, size_t, int, uint64_t) {
   LOOM_FAIL("cuda::memcpy_async: ", kNoCuda);
 }
@@ -103,6 +104,22 @@ void* graph_capture_end(int, uint64_t) { LOOM_FAIL("cuda::Graph: ", kNoCuda); }
 void graph_launch(void*, int, uint64_t) { LOOM_FAIL("cuda::Graph: ", kNoCuda); }
 void graph_exec_destroy(void*) noexcept {}
 bool stream_is_capturing(int, uint64_t) { return false; }
+
+// The allocators and memory statistics (tensor/CudaMemory.h).
+Allocator& device_allocator() { LOOM_FAIL("no CUDA allocator: ", kNoCuda); }
+CachingAllocatorStats memory_stats(int device) {
+  check_device(device, "cuda::memory_stats");
+  return {};
+}
+void reset_peak_memory_stats(int device) { check_device(device, "cuda::reset_peak_memory_stats"); }
+void empty_cache() {}
+void record_stream(const Storage&, uint64_t) { LOOM_FAIL("cuda::record_stream: ", kNoCuda); }
+void keep_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::keep_stream_pool: ", kNoCuda); }
+void release_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::release_stream_pool: ", kNoCuda); }
+Allocator& pinned_allocator() { LOOM_FAIL("cuda::pinned_allocator: ", kNoCuda); }
+CachingAllocatorStats pinned_memory_stats() { return {}; }
+bool is_pinned(const void*) { return false; }
+bool from_pinned_allocator(const Storage&) { return false; }
 
 #endif  // LOOM_WITH_CUDA
 

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "tensor/CudaRuntime.h"
 #include "tensor/Error.h"
 
 namespace loom {
@@ -37,6 +38,10 @@ std::string Device::str() const {
 
 std::ostream& operator<<(std::ostream& out, const Device& device) {
   return out << device.str();
+}
+
+void check_device_usable(Device device, const char* who) {
+  if (device.type == DeviceType::kCUDA) cuda::check_device(device.index, who);
 }
 
 }  // namespace loom

@@ -41,6 +41,11 @@ struct Device {
 
 std::ostream& operator<<(std::ostream& out, const Device& device);
 
+// Throws loom::Error unless ops can run on `device`: every CPU device can; a
+// CUDA device must be visible (the message starts with `who`, names the
+// index and how many devices there are, or says loom was built without CUDA).
+void check_device_usable(Device device, const char* who);
+
 }  // namespace loom
 
 template <>

@@ -5,6 +5,7 @@
 
 #include "tensor/CudaMemory.h"
 #include "tensor/ShapeUtil.h"
+#include "tensor/native/Copy.h"
 
 namespace loom {
 
@@ -165,5 +166,11 @@ Tensor& Tensor::detach_() {
   }
   return *this;
 }
+
+namespace detail {
+Tensor host_values(const Tensor& t, DType dtype) {
+  return native::contiguous(native::to(t, Device(kCPU), dtype));
+}
+}  // namespace detail
 
 }  // namespace loom

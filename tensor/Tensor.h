@@ -249,6 +249,19 @@ Tensor operator-(Scalar a, const Tensor& b);
 Tensor operator*(Scalar a, const Tensor& b);
 Tensor operator/(Scalar a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+// Elementwise comparisons (bool tensors, not differentiable), as in libtorch.
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, Scalar b);
+Tensor operator!=(const Tensor& a, Scalar b);
+Tensor operator<(const Tensor& a, Scalar b);
+Tensor operator<=(const Tensor& a, Scalar b);
+Tensor operator>(const Tensor& a, Scalar b);
+Tensor operator>=(const Tensor& a, Scalar b);
 Tensor& operator+=(Tensor& a, const Tensor& b);
 Tensor& operator-=(Tensor& a, const Tensor& b);
 Tensor& operator*=(Tensor& a, const Tensor& b);
@@ -271,10 +284,16 @@ T* Tensor::data_ptr() const {
   return static_cast<T*>(data_ptr());
 }
 
+namespace detail {
+// t's values as a contiguous CPU tensor of `dtype`: t itself when it is one,
+// else a copy (never recorded for autograd).
+Tensor host_values(const Tensor& t, DType dtype);
+}  // namespace detail
+
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   LOOM_CHECK(defined(), "to_vector: the tensor is undefined");
-  Tensor c = to(Device(kCPU)).to(dtype_of<T>()).contiguous();
+  const Tensor c = detail::host_values(*this, dtype_of<T>());
   const T* p = c.data_ptr<T>();
   return std::vector<T>(p, p + c.numel());
 }

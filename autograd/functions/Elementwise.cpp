@@ -1,9 +1,10 @@
-// Binary elementwise ops (arithmetic, pow, maximum/minimum, where,
-// comparisons): forward through native::binary / native::where, backward
-// rules below.  Gradients of broadcast inputs are summed back with sum_to and
-// cast back to the input's dtype (float32 * float64 gives a float64 output,
-// but the float32 input gets a float32 gradient).  Unary ops are in
-// ElementwiseUnary.cpp.
+// Binary elementwise ops (the binary table of tensor/native/BinaryOps.h:
+// arithmetic, pow, maximum/minimum, comparisons; and where): forward through
+// native::binary / native::where; backward through one node that runs the
+// table's grad_a / grad_b formulas on tensors.  Gradients of broadcast
+// inputs are summed back with sum_to and cast back to the input's dtype
+// (float32 * float64 gives a float64 output, but the float32 input gets a
+// float32 gradient).  Unary ops are in ElementwiseUnary.cpp.
 #include "autograd/functions/Elementwise.h"
 
 #include "autograd/functions/Record.h"
@@ -30,92 +31,52 @@ struct InputMeta {
 };
 InputMeta meta_of(const Tensor& t) { return {t.sizes(), t.dtype()}; }
 
-// A raw (untracked) result, for masks in backward rules: they are piecewise
-// constant, so leaving them out of the graph is exact for any order.
-Tensor raw(BinaryOp op, const Tensor& a, const Tensor& b) { return native::binary(op, a, b); }
-Tensor raw(BinaryOp op, const Tensor& a, Scalar b) {
-  return native::binary(op, a, native::wrap_scalar(b, a));
-}
-
 // The gradient of a broadcast input: summed down to its shape, in its dtype.
 Tensor reduce_grad(const Tensor& grad, const InputMeta& input) {
   Tensor g = sum_to(grad, input.sizes);
   return g.dtype() == input.dtype ? g : g.to(input.dtype);
 }
 
-// d(a + alpha*b): grad to a, alpha*grad to b (negated for sub).
-class AddBackward final : public Node {
- public:
-  AddBackward(InputMeta a, InputMeta b, double alpha)
-      : a_(std::move(a)), b_(std::move(b)), alpha_(alpha) {}
-  std::string name() const override { return "AddBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor& g = grads[0];
-    Tensor ga, gb;
-    if (needs_input_grad(0)) ga = reduce_grad(g, a_);
-    if (needs_input_grad(1)) gb = reduce_grad(alpha_ == 1 ? g : g * alpha_, b_);
-    return {ga, gb};
-  }
-
- private:
-  InputMeta a_, b_;
-  double alpha_;
+// (saves a, saves b, saves out) of a table op.
+struct BinarySaves {
+  bool a = false, b = false, out = false;
 };
+BinarySaves saves_of(BinaryOp op) {
+  BinarySaves s;
+  native::visit_binary_op(op, [&](auto tag) {
+    using Op = typename decltype(tag)::type;
+    s = {Op::saves_a, Op::saves_b, Op::saves_out};
+  });
+  return s;
+}
 
-class MulBackward final : public Node {
+// "maximum" -> "MaximumBackward".
+std::string backward_name(BinaryOp op) {
+  std::string name = native::binary_op_name(op);
+  name[0] = static_cast<char>(name[0] - 'a' + 'A');
+  return name + "Backward";
+}
+
+// Backward of out = a op b for an arithmetic op of the binary table: the
+// op's grad_a / grad_b formulas with T = Tensor, each summed back over the
+// dims its input was broadcast along.
+class BinaryOpBackward final : public Node {
  public:
-  std::string name() const override { return "MulBackward"; }
+  BinaryOpBackward(BinaryOp op, const optable::BinaryArgs& args, InputMeta a_meta, InputMeta b_meta)
+      : op_(op), args_(args), a_meta_(std::move(a_meta)), b_meta_(std::move(b_meta)) {}
+  std::string name() const override { return backward_name(op_); }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     const Tensor& g = grads[0];
+    const Tensor av = a.unpack(*this), bv = b.unpack(*this), ov = out.unpack(*this);
     Tensor ga, gb;
-    if (needs_input_grad(0)) ga = reduce_grad(g * b.unpack(*this), a_meta);
-    if (needs_input_grad(1)) gb = reduce_grad(g * a.unpack(*this), b_meta);
-    return {ga, gb};
-  }
-  void release_saved() override {
-    a.reset();
-    b.reset();
-  }
-  SavedTensor a, b;
-  InputMeta a_meta, b_meta;
-};
-
-class DivBackward final : public Node {
- public:
-  std::string name() const override { return "DivBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor& g = grads[0];
-    const Tensor bv = b.unpack(*this);
-    Tensor ga, gb;
-    if (needs_input_grad(0)) ga = reduce_grad(g / bv, a_meta);
-    if (needs_input_grad(1)) gb = reduce_grad(-g * a.unpack(*this) / (bv * bv), b_meta);
-    return {ga, gb};
-  }
-  void release_saved() override {
-    a.reset();
-    b.reset();
-  }
-  SavedTensor a, b;
-  InputMeta a_meta, b_meta;
-};
-
-// out = a ** b:  d/da = b * a^(b-1);  d/db = out * log(a), taken as 0 where
-// a == 0 and b >= 0 (the limit PyTorch uses, instead of 0 * -inf).
-class PowBackward final : public Node {
- public:
-  std::string name() const override { return "PowBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor& g = grads[0];
-    const Tensor av = a.unpack(*this), bv = b.unpack(*this);
-    Tensor ga, gb;
-    if (needs_input_grad(0)) ga = reduce_grad(g * bv * loom::pow(av, bv - 1), a_meta);
-    if (needs_input_grad(1)) {
-      const Tensor g_log = g * out.unpack(*this) * loom::log(av);
-      // bool * bool is logical and.
-      const Tensor zero_limit =
-          raw(BinaryOp::kMul, raw(BinaryOp::kEq, av, 0), raw(BinaryOp::kGe, bv, 0));
-      gb = reduce_grad(loom::where(zero_limit, native::wrap_scalar(0, g_log), g_log), b_meta);
-    }
+    native::visit_binary_op(op_, [&](auto tag) {
+      using Op = typename decltype(tag)::type;
+      const Op rule = optable::make_op<Op>(args_);
+      if (needs_input_grad(0))
+        ga = reduce_grad(rule.template grad_a<Tensor>(g, av, bv, ov), a_meta_);
+      if (needs_input_grad(1))
+        gb = reduce_grad(rule.template grad_b<Tensor>(g, av, bv, ov), b_meta_);
+    });
     return {ga, gb};
   }
   void release_saved() override {
@@ -124,38 +85,11 @@ class PowBackward final : public Node {
     out.reset();
   }
   SavedTensor a, b, out;
-  InputMeta a_meta, b_meta;
-};
-
-// maximum/minimum: the gradient goes to the chosen input; ties split it
-// evenly, as in PyTorch.
-class MaxMinBackward final : public Node {
- public:
-  explicit MaxMinBackward(bool is_max) : is_max_(is_max) {}
-  std::string name() const override { return is_max_ ? "MaximumBackward" : "MinimumBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor& g = grads[0];
-    const Tensor av = a.unpack(*this), bv = b.unpack(*this);
-    // Share of the gradient going to a: 1 where a wins, 0.5 on ties, else 0.
-    const Tensor a_wins = raw(is_max_ ? BinaryOp::kGt : BinaryOp::kLt, av, bv);
-    const Tensor tie = raw(BinaryOp::kEq, av, bv);
-    const Tensor share_a = native::where(
-        tie, native::wrap_scalar(0.5, g),
-        native::where(a_wins, native::wrap_scalar(1.0, g), native::wrap_scalar(0.0, g)));
-    Tensor ga, gb;
-    if (needs_input_grad(0)) ga = reduce_grad(g * share_a, a_meta);
-    if (needs_input_grad(1)) gb = reduce_grad(g * (1 - share_a), b_meta);
-    return {ga, gb};
-  }
-  void release_saved() override {
-    a.reset();
-    b.reset();
-  }
-  SavedTensor a, b;
-  InputMeta a_meta, b_meta;
 
  private:
-  bool is_max_;
+  BinaryOp op_;
+  optable::BinaryArgs args_;
+  InputMeta a_meta_, b_meta_;
 };
 
 // where(cond, a, b): the gradient goes to a where cond holds, to b elsewhere.
@@ -176,58 +110,17 @@ class WhereBackward final : public Node {
   InputMeta a_meta, b_meta;
 };
 
-// Converts a non-floating operand to the result dtype so the graph stays float.
+// a op b, recorded for autograd when the result is floating (comparisons
+// never are).
 Tensor arith(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1) {
   Tensor out = native::binary(op, a, b, alpha);
-  const bool differentiable = out.is_floating_point();
-  switch (op) {
-    case BinaryOp::kAdd:
-    case BinaryOp::kSub:
-      if (differentiable) {
-        const double s = op == BinaryOp::kSub ? -alpha.to_double() : alpha.to_double();
-        record<AddBackward>({a, b}, {out}, meta_of(a), meta_of(b), s);
-      }
-      break;
-    case BinaryOp::kMul:
-      if (differentiable)
-        if (auto node = record<MulBackward>({a, b}, {out})) {
-          node->a = SavedTensor(a, false);
-          node->b = SavedTensor(b, false);
-          node->a_meta = meta_of(a);
-          node->b_meta = meta_of(b);
-        }
-      break;
-    case BinaryOp::kDiv:
-      if (differentiable)
-        if (auto node = record<DivBackward>({a, b}, {out})) {
-          node->a = SavedTensor(a, false);
-          node->b = SavedTensor(b, false);
-          node->a_meta = meta_of(a);
-          node->b_meta = meta_of(b);
-        }
-      break;
-    case BinaryOp::kPow:
-      if (differentiable)
-        if (auto node = record<PowBackward>({a, b}, {out})) {
-          node->a = SavedTensor(a, false);
-          node->b = SavedTensor(b, false);
-          node->out = SavedTensor(out, true);
-          node->a_meta = meta_of(a);
-          node->b_meta = meta_of(b);
-        }
-      break;
-    case BinaryOp::kMaximum:
-    case BinaryOp::kMinimum:
-      if (differentiable)
-        if (auto node = record<MaxMinBackward>({a, b}, {out}, op == BinaryOp::kMaximum)) {
-          node->a = SavedTensor(a, false);
-          node->b = SavedTensor(b, false);
-          node->a_meta = meta_of(a);
-          node->b_meta = meta_of(b);
-        }
-      break;
-    default:
-      LOOM_FAIL("arith: unexpected op ", native::binary_op_name(op));
+  if (!out.is_floating_point() || native::is_comparison(op)) return out;
+  if (auto node = record<BinaryOpBackward>({a, b}, {out}, op, optable::BinaryArgs{alpha.to_double()},
+                                           meta_of(a), meta_of(b))) {
+    const BinarySaves saves = saves_of(op);
+    if (saves.a) node->a = SavedTensor(a, false);
+    if (saves.b) node->b = SavedTensor(b, false);
+    if (saves.out) node->out = SavedTensor(out, true);
   }
   return out;
 }
@@ -240,78 +133,68 @@ Tensor& arith_(BinaryOp op, Tensor& self, const Tensor& other, Scalar alpha = 1)
     return self;
   }
   autograd::check_inplace(self, native::binary_op_name(op));
-  // mul/div need self's value from before the write.
-  const bool save_old = (op == BinaryOp::kMul || op == BinaryOp::kDiv) && other.requires_grad();
-  const Tensor old = save_old ? native::clone(self) : Tensor();
+  const BinarySaves saves = saves_of(op);
+  // A rule reading a needs self's value from before the write.
+  const Tensor old = saves.a ? native::clone(self) : Tensor();
   const InputMeta self_meta = meta_of(self);
   {
     NoGradGuard no_grad;
     native::binary_(op, self, other, alpha);
   }
-  std::shared_ptr<Node> node;
-  if (op == BinaryOp::kAdd || op == BinaryOp::kSub) {
-    const double s = op == BinaryOp::kSub ? -alpha.to_double() : alpha.to_double();
-    node = std::make_shared<AddBackward>(self_meta, meta_of(other), s);
-  } else if (op == BinaryOp::kMul) {
-    auto mul = std::make_shared<MulBackward>();
-    mul->a = SavedTensor(old, false);
-    mul->b = SavedTensor(other, false);
-    mul->a_meta = self_meta;
-    mul->b_meta = meta_of(other);
-    node = mul;
-  } else {
-    // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2 with a the old value.
-    auto div = std::make_shared<DivBackward>();
-    div->a = SavedTensor(old, false);
-    div->b = SavedTensor(other, false);
-    div->a_meta = self_meta;
-    div->b_meta = meta_of(other);
-    node = div;
-  }
+  auto node = std::make_shared<BinaryOpBackward>(op, optable::BinaryArgs{alpha.to_double()},
+                                                 self_meta, meta_of(other));
+  if (saves.a) node->a = SavedTensor(old, false);
+  if (saves.b) node->b = SavedTensor(other, false);
+  if (saves.out) node->out = SavedTensor(self, true);
   autograd::set_history(node, {self, other}, {self});
   return self;
 }
 
 Tensor compare(BinaryOp op, const Tensor& a, const Tensor& b) { return native::binary(op, a, b); }
 
+template <typename Op>
+BinaryOp id() {
+  return native::binary_op<Op>();
+}
+
 }  // namespace
 
 // ---- free functions -------------------------------------------------------------
 
 Tensor add(const Tensor& self, const Tensor& other, Scalar alpha) {
-  return arith(BinaryOp::kAdd, self, other, alpha);
+  return arith(id<optable::Add>(), self, other, alpha);
 }
 Tensor add(const Tensor& self, Scalar other) {
-  return arith(BinaryOp::kAdd, self, native::wrap_scalar(other, self));
+  return arith(id<optable::Add>(), self, native::wrap_scalar(other, self));
 }
 Tensor sub(const Tensor& self, const Tensor& other, Scalar alpha) {
-  return arith(BinaryOp::kSub, self, other, alpha);
+  return arith(id<optable::Sub>(), self, other, alpha);
 }
 Tensor sub(const Tensor& self, Scalar other) {
-  return arith(BinaryOp::kSub, self, native::wrap_scalar(other, self));
+  return arith(id<optable::Sub>(), self, native::wrap_scalar(other, self));
 }
 Tensor rsub(const Tensor& self, Scalar other) {
-  return arith(BinaryOp::kSub, native::wrap_scalar(other, self), self);
+  return arith(id<optable::Sub>(), native::wrap_scalar(other, self), self);
 }
-Tensor mul(const Tensor& self, const Tensor& other) { return arith(BinaryOp::kMul, self, other); }
+Tensor mul(const Tensor& self, const Tensor& other) { return arith(id<optable::Mul>(), self, other); }
 Tensor mul(const Tensor& self, Scalar other) {
-  return arith(BinaryOp::kMul, self, native::wrap_scalar(other, self));
+  return arith(id<optable::Mul>(), self, native::wrap_scalar(other, self));
 }
-Tensor div(const Tensor& self, const Tensor& other) { return arith(BinaryOp::kDiv, self, other); }
+Tensor div(const Tensor& self, const Tensor& other) { return arith(id<optable::Div>(), self, other); }
 Tensor div(const Tensor& self, Scalar other) {
-  return arith(BinaryOp::kDiv, self, native::wrap_scalar(other, self));
+  return arith(id<optable::Div>(), self, native::wrap_scalar(other, self));
 }
 Tensor rdiv(const Tensor& self, Scalar other) {
-  return arith(BinaryOp::kDiv, native::wrap_scalar(other, self), self);
+  return arith(id<optable::Div>(), native::wrap_scalar(other, self), self);
 }
 Tensor pow(const Tensor& self, const Tensor& exponent) {
-  return arith(BinaryOp::kPow, self, exponent);
+  return arith(id<optable::Pow>(), self, exponent);
 }
 Tensor maximum(const Tensor& self, const Tensor& other) {
-  return arith(BinaryOp::kMaximum, self, other);
+  return arith(id<optable::Maximum>(), self, other);
 }
 Tensor minimum(const Tensor& self, const Tensor& other) {
-  return arith(BinaryOp::kMinimum, self, other);
+  return arith(id<optable::Minimum>(), self, other);
 }
 
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
@@ -325,12 +208,19 @@ Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   return out;
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare(BinaryOp::kEq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare(BinaryOp::kNe, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::kLt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare(BinaryOp::kLe, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare(BinaryOp::kGt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare(BinaryOp::kGe, a, b); }
+Tensor where(const Tensor& condition, const Tensor& self, Scalar other) {
+  return where(condition, self, native::wrap_scalar(other, self));
+}
+Tensor where(const Tensor& condition, Scalar self, const Tensor& other) {
+  return where(condition, native::wrap_scalar(self, other), other);
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(id<optable::Eq>(), a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(id<optable::Ne>(), a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(id<optable::Lt>(), a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(id<optable::Le>(), a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(id<optable::Gt>(), a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(id<optable::Ge>(), a, b); }
 Tensor eq(const Tensor& a, Scalar b) { return eq(a, native::wrap_scalar(b, a)); }
 Tensor ne(const Tensor& a, Scalar b) { return ne(a, native::wrap_scalar(b, a)); }
 Tensor lt(const Tensor& a, Scalar b) { return lt(a, native::wrap_scalar(b, a)); }
@@ -347,7 +237,7 @@ bool equal(const Tensor& a, const Tensor& b) {
   native::check_defined("equal", b, "other");
   native::check_same_device("equal", a, "self", b, "other");
   if (a.sizes() != b.sizes()) return false;
-  return native::all_true(native::binary(BinaryOp::kEq, a, b));
+  return native::all_true(native::binary(id<optable::Eq>(), a, b));
 }
 
 // ---- Tensor methods and operators ---------------------------------------------
@@ -360,14 +250,26 @@ Tensor Tensor::mul(const Tensor& o) const { return loom::mul(*this, o); }
 Tensor Tensor::mul(Scalar o) const { return loom::mul(*this, o); }
 Tensor Tensor::div(const Tensor& o) const { return loom::div(*this, o); }
 Tensor Tensor::div(Scalar o) const { return loom::div(*this, o); }
-Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return arith_(BinaryOp::kAdd, *this, o, alpha); }
-Tensor& Tensor::add_(Scalar o) { return arith_(BinaryOp::kAdd, *this, native::wrap_scalar(o, *this)); }
-Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return arith_(BinaryOp::kSub, *this, o, alpha); }
-Tensor& Tensor::sub_(Scalar o) { return arith_(BinaryOp::kSub, *this, native::wrap_scalar(o, *this)); }
-Tensor& Tensor::mul_(const Tensor& o) { return arith_(BinaryOp::kMul, *this, o); }
-Tensor& Tensor::mul_(Scalar o) { return arith_(BinaryOp::kMul, *this, native::wrap_scalar(o, *this)); }
-Tensor& Tensor::div_(const Tensor& o) { return arith_(BinaryOp::kDiv, *this, o); }
-Tensor& Tensor::div_(Scalar o) { return arith_(BinaryOp::kDiv, *this, native::wrap_scalar(o, *this)); }
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
+  return arith_(id<optable::Add>(), *this, o, alpha);
+}
+Tensor& Tensor::add_(Scalar o) {
+  return arith_(id<optable::Add>(), *this, native::wrap_scalar(o, *this));
+}
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
+  return arith_(id<optable::Sub>(), *this, o, alpha);
+}
+Tensor& Tensor::sub_(Scalar o) {
+  return arith_(id<optable::Sub>(), *this, native::wrap_scalar(o, *this));
+}
+Tensor& Tensor::mul_(const Tensor& o) { return arith_(id<optable::Mul>(), *this, o); }
+Tensor& Tensor::mul_(Scalar o) {
+  return arith_(id<optable::Mul>(), *this, native::wrap_scalar(o, *this));
+}
+Tensor& Tensor::div_(const Tensor& o) { return arith_(id<optable::Div>(), *this, o); }
+Tensor& Tensor::div_(Scalar o) {
+  return arith_(id<optable::Div>(), *this, native::wrap_scalar(o, *this));
+}
 Tensor Tensor::pow(const Tensor& exponent) const { return loom::pow(*this, exponent); }
 Tensor Tensor::eq(const Tensor& o) const { return loom::eq(*this, o); }
 Tensor Tensor::eq(Scalar o) const { return loom::eq(*this, o); }
@@ -395,6 +297,18 @@ Tensor operator-(Scalar a, const Tensor& b) { return rsub(b, a); }
 Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(Scalar a, const Tensor& b) { return rdiv(b, a); }
 Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, Scalar b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, Scalar b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, Scalar b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, Scalar b) { return le(a, b); }
+Tensor operator>(const Tensor& a, Scalar b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, Scalar b) { return ge(a, b); }
 Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
 Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
 Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }

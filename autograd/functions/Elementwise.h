@@ -7,8 +7,10 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/UnaryOps.h"
 
 namespace loom {
 
@@ -46,12 +48,49 @@ Tensor pow(const Tensor& self, const Tensor& exponent);
 Tensor relu(const Tensor& self);
 Tensor sigmoid(const Tensor& self);
 Tensor tanh(const Tensor& self);
+// -1, 0 or 1 (0 for nan; the identity on bool); its gradient is zero.
+Tensor sign(const Tensor& self);
+// e^x - 1 and log(1 + x), exact near 0; the Gauss error function.  Integer
+// inputs compute as float32.
+Tensor expm1(const Tensor& self);
+Tensor log1p(const Tensor& self);
+Tensor erf(const Tensor& self);
+
+// ---- activations (torch.nn.functional's; floating inputs only) -----------------
+// `inplace` writes the result into self and returns it, as PyTorch's
+// inplace=True (throws for a leaf that requires grad, as every in-place op).
+// min(max(x, 0), 6).  Integer tensors stay integral.
+Tensor relu6(const Tensor& self, bool inplace = false);
+// x for x > 0, negative_slope * x otherwise.
+Tensor leaky_relu(const Tensor& self, double negative_slope = 0.01, bool inplace = false);
+// x for x > 0, alpha * (e^x - 1) otherwise.
+Tensor elu(const Tensor& self, double alpha = 1.0, bool inplace = false);
+// x * Phi(x) with Phi the standard normal CDF ("none"), or its tanh
+// approximation ("tanh"); any other `approximate` throws.
+Tensor gelu(const Tensor& self, const std::string& approximate = "none");
+// x * sigmoid(x).
+Tensor silu(const Tensor& self, bool inplace = false);
+// x * relu6(x + 3) / 6 and relu6(x + 3) / 6.
+Tensor hardswish(const Tensor& self, bool inplace = false);
+Tensor hardsigmoid(const Tensor& self, bool inplace = false);
+// log(1 + e^(beta x)) / beta; x itself where beta x > threshold.
+Tensor softplus(const Tensor& self, double beta = 1.0, double threshold = 20.0);
+// x * tanh(softplus(x)).
+Tensor mish(const Tensor& self, bool inplace = false);
+
+// Any op of the unary table (tensor/native/UnaryOps.h) by id, differentiable:
+// what the functions above call.  apply_unary_ works in place.
+Tensor apply_unary(native::UnaryOp op, const Tensor& self, const optable::UnaryArgs& args = {});
+Tensor apply_unary_(native::UnaryOp op, const Tensor& self, const optable::UnaryArgs& args = {});
 // Clamps to [min, max]; either bound may be absent, not both (throws).  The
 // gradient passes where min <= x <= max.  min > max gives max everywhere.
 Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);
 // condition ? self : other, broadcasting all three; condition must be bool.
-// self and other promote like a binary op's operands.
+// self and other promote like a binary op's operands (a Scalar operand does
+// not raise the result's dtype).
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
+Tensor where(const Tensor& condition, const Tensor& self, Scalar other);
+Tensor where(const Tensor& condition, Scalar self, const Tensor& other);
 // Elementwise max/min of two tensors (broadcasting; nan wins).  On ties the
 // gradient is split evenly between the two.
 Tensor maximum(const Tensor& self, const Tensor& other);

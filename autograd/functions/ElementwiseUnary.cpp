@@ -1,15 +1,17 @@
-// Unary elementwise ops (neg, abs, exp, log, sqrt, rsqrt, pow with a scalar
-// exponent, relu, sigmoid, tanh, clamp): forward through native/Unary,
-// backward rules below.
+// Unary elementwise ops: the ops of the unary table (tensor/native/UnaryOps.h:
+// neg, abs, exp, ..., relu, gelu, silu, ...) through one node, and pow with a
+// scalar exponent and clamp.
 //
-// Rules that need the output (exp, sqrt, rsqrt, relu, sigmoid, tanh) save it,
-// as PyTorch does, so the input can be freed.  Each rule runs a fused native
-// kernel (one pass: grad and saved in, gradient out); under create_graph it
-// is written with differentiable ops instead so the gradient has a history.
-// Saved outputs are kept detached (see SavedTensor), so a second derivative
-// through them treats the output as a constant; rules on saved inputs (abs,
-// log, pow, clamp) are exact to any order.
+// A table op's backward runs its formula as one fused kernel
+// (native::unary_backward); under create_graph it runs the same formula
+// with T = Tensor (UnaryOps.h), so the gradient has a history of its own.
+// Ops whose rule needs the output (exp, sqrt, relu, sigmoid, tanh, ...) save
+// it, as PyTorch does, so the input can be freed.  Saved outputs are kept
+// detached (see SavedTensor), so a second derivative through them treats the
+// output as a constant; rules on saved inputs are exact to any order.
 #include "autograd/functions/Elementwise.h"
+
+#include <cctype>
 
 #include "autograd/GradMode.h"
 #include "autograd/functions/Record.h"
@@ -24,7 +26,7 @@ using autograd::GradMode;
 using autograd::Node;
 using autograd::record;
 using autograd::SavedTensor;
-using native::UnaryBackwardOp;
+using native::UnaryArgs;
 using native::UnaryOp;
 
 namespace {
@@ -32,78 +34,93 @@ namespace {
 // Whether backward must build a graph of its own (create_graph).
 bool creating_graph() { return GradMode::is_enabled(); }
 
-// Backward of y = f(x) whose rule needs one saved tensor (x or y).
-class UnaryBackward final : public Node {
+optable::UnarySaves saves_of(UnaryOp op) {
+  optable::UnarySaves saves = optable::UnarySaves::kNothing;
+  native::visit_unary_op(op, [&](auto tag) { saves = decltype(tag)::type::saves; });
+  return saves;
+}
+
+// "leaky_relu" -> "LeakyReluBackward".
+std::string backward_name(UnaryOp op) {
+  std::string out;
+  bool upper = true;
+  for (const char* c = native::unary_op_name(op); *c; ++c) {
+    if (*c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(*c))) : *c;
+    upper = false;
+  }
+  return out + "Backward";
+}
+
+// Backward of y = op(x) for an op of the unary table.
+class UnaryOpBackward final : public Node {
  public:
-  using Rule = Tensor (*)(const Tensor& grad, const Tensor& saved);
-  UnaryBackward(std::string name, Rule rule) : name_(std::move(name)), rule_(rule) {}
-  std::string name() const override { return name_; }
+  UnaryOpBackward(UnaryOp op, const UnaryArgs& args) : op_(op), args_(args) {}
+  std::string name() const override { return backward_name(op_); }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {rule_(grads[0], saved.unpack(*this))};
+    const Tensor& g = grads[0];
+    const bool needs_saved = saves_of(op_) != optable::UnarySaves::kNothing;
+    const Tensor s = needs_saved ? saved.unpack(*this) : Tensor();
+    if (needs_saved && !creating_graph()) return {native::unary_backward(op_, g, s, args_)};
+    Tensor grad;
+    native::visit_unary_op(op_, [&](auto tag) {
+      using Op = typename decltype(tag)::type;
+      grad = optable::make_op<Op>(args_).template backward<Tensor>(g, s);
+    });
+    return {grad};
   }
   void release_saved() override { saved.reset(); }
   SavedTensor saved;
 
  private:
-  std::string name_;
-  Rule rule_;
+  UnaryOp op_;
+  UnaryArgs args_;
 };
 
-// ---- rules: (grad, saved) -> grad of the input ----------------------------------
-
-Tensor neg_rule(const Tensor& g, const Tensor&) { return loom::neg(g); }
-
-Tensor abs_rule(const Tensor& g, const Tensor& x) {
-  // sign(x) is piecewise constant: a raw tensor is exact for any order.
-  if (creating_graph()) return g * native::unary(UnaryOp::kSign, x);
-  return native::unary_backward(UnaryBackwardOp::kAbs, g, x);
-}
-
-Tensor exp_rule(const Tensor& g, const Tensor& out) { return g * out; }
-
-Tensor log_rule(const Tensor& g, const Tensor& x) { return g / x; }
-
-Tensor sqrt_rule(const Tensor& g, const Tensor& out) {
-  if (creating_graph()) return g / (out * 2);
-  return native::unary_backward(UnaryBackwardOp::kSqrt, g, out);
-}
-
-Tensor rsqrt_rule(const Tensor& g, const Tensor& out) {
-  if (creating_graph()) return g * (out * out * out * -0.5);
-  return native::unary_backward(UnaryBackwardOp::kRsqrt, g, out);
-}
-
-Tensor relu_rule(const Tensor& g, const Tensor& out) {
-  if (creating_graph()) {
-    // The mask out > 0 is piecewise constant: a raw tensor is exact.
-    return g * native::binary(native::BinaryOp::kGt, out, native::wrap_scalar(0, out));
+// Saves what op's backward needs: the input x or the output y.
+void save_for_backward(UnaryOpBackward& node, UnaryOp op, const Tensor& x, const Tensor& y) {
+  switch (saves_of(op)) {
+    case optable::UnarySaves::kInput: node.saved = SavedTensor(x, false); break;
+    case optable::UnarySaves::kOutput: node.saved = SavedTensor(y, true); break;
+    case optable::UnarySaves::kNothing: break;
   }
-  return native::unary_backward(UnaryBackwardOp::kRelu, g, out);
 }
 
-Tensor sigmoid_rule(const Tensor& g, const Tensor& out) {
-  if (creating_graph()) return g * (out * (1 - out));
-  return native::unary_backward(UnaryBackwardOp::kSigmoid, g, out);
-}
+}  // namespace
 
-Tensor tanh_rule(const Tensor& g, const Tensor& out) {
-  if (creating_graph()) return g * (1 - out * out);
-  return native::unary_backward(UnaryBackwardOp::kTanh, g, out);
-}
-
-// Records y = f(x) with `rule`, saving x (is_output false) or y.
-Tensor record_unary(const char* name, UnaryBackward::Rule rule, const Tensor& self,
-                    const Tensor& out, bool save_output) {
+Tensor apply_unary(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
+  Tensor out = native::unary(op, self, args);
   if (!out.is_floating_point()) return out;
-  if (auto node = record<UnaryBackward>({self}, {out}, name, rule))
-    node->saved = save_output ? SavedTensor(out, true) : SavedTensor(self, false);
+  if (auto node = record<UnaryOpBackward>({self}, {out}, op, args))
+    save_for_backward(*node, op, self, out);
   return out;
 }
 
-Tensor unary_op(UnaryOp op, const char* backward_name, UnaryBackward::Rule rule,
-                const Tensor& self, bool save_output) {
-  return record_unary(backward_name, rule, self, native::unary(op, self), save_output);
+// In place: self's old history becomes the node's input (edges are taken
+// before self gets its new grad_fn), and self its output.
+Tensor apply_unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
+  if (!autograd::any_requires_grad({&self})) {
+    native::unary_(op, self, args);
+    return self;
+  }
+  const std::string name = std::string(native::unary_op_name(op)) + "_";
+  autograd::check_inplace(self, name.c_str());
+  // A rule on the input needs the value from before the write.
+  const Tensor old = saves_of(op) == optable::UnarySaves::kInput ? native::clone(self) : Tensor();
+  {
+    NoGradGuard no_grad;
+    native::unary_(op, self, args);
+  }
+  auto node = std::make_shared<UnaryOpBackward>(op, args);
+  save_for_backward(*node, op, old, self);
+  autograd::set_history(node, {self}, {self});
+  return self;
 }
+
+namespace {
 
 // self ** exponent: grad * e * self^(e-1).
 class PowScalarBackward final : public Node {
@@ -145,35 +162,60 @@ class ClampBackward final : public Node {
 
 }  // namespace
 
-// ---- free functions -------------------------------------------------------------
+// ---- free functions: the table's ops ---------------------------------------------
 
-Tensor neg(const Tensor& self) {
-  return unary_op(UnaryOp::kNeg, "NegBackward", neg_rule, self, false);
+namespace {
+template <typename Op>
+UnaryOp id() {
+  return native::unary_op<Op>();
 }
-Tensor abs(const Tensor& self) {
-  return unary_op(UnaryOp::kAbs, "AbsBackward", abs_rule, self, false);
+// op(self), or op applied to self in place when `inplace` (PyTorch's
+// functional `inplace=True`).
+template <typename Op>
+Tensor activation(const Tensor& self, bool inplace, const UnaryArgs& args = {}) {
+  return inplace ? apply_unary_(id<Op>(), self, args) : apply_unary(id<Op>(), self, args);
 }
-Tensor exp(const Tensor& self) {
-  return unary_op(UnaryOp::kExp, "ExpBackward", exp_rule, self, true);
+}  // namespace
+
+Tensor neg(const Tensor& self) { return apply_unary(id<optable::Neg>(), self); }
+Tensor abs(const Tensor& self) { return apply_unary(id<optable::Abs>(), self); }
+Tensor sign(const Tensor& self) { return apply_unary(id<optable::Sign>(), self); }
+Tensor exp(const Tensor& self) { return apply_unary(id<optable::Exp>(), self); }
+Tensor expm1(const Tensor& self) { return apply_unary(id<optable::Expm1>(), self); }
+Tensor log(const Tensor& self) { return apply_unary(id<optable::Log>(), self); }
+Tensor log1p(const Tensor& self) { return apply_unary(id<optable::Log1p>(), self); }
+Tensor sqrt(const Tensor& self) { return apply_unary(id<optable::Sqrt>(), self); }
+Tensor rsqrt(const Tensor& self) { return apply_unary(id<optable::Rsqrt>(), self); }
+Tensor erf(const Tensor& self) { return apply_unary(id<optable::Erf>(), self); }
+Tensor relu(const Tensor& self) { return apply_unary(id<optable::Relu>(), self); }
+Tensor sigmoid(const Tensor& self) { return apply_unary(id<optable::Sigmoid>(), self); }
+Tensor tanh(const Tensor& self) { return apply_unary(id<optable::Tanh>(), self); }
+
+Tensor relu6(const Tensor& self, bool inplace) { return activation<optable::Relu6>(self, inplace); }
+Tensor leaky_relu(const Tensor& self, double negative_slope, bool inplace) {
+  return activation<optable::LeakyRelu>(self, inplace, {negative_slope});
 }
-Tensor log(const Tensor& self) {
-  return unary_op(UnaryOp::kLog, "LogBackward", log_rule, self, false);
+Tensor elu(const Tensor& self, double alpha, bool inplace) {
+  return activation<optable::Elu>(self, inplace, {alpha});
 }
-Tensor sqrt(const Tensor& self) {
-  return unary_op(UnaryOp::kSqrt, "SqrtBackward", sqrt_rule, self, true);
+Tensor gelu(const Tensor& self, const std::string& approximate) {
+  LOOM_CHECK(approximate == "none" || approximate == "tanh",
+             "gelu: approximate argument must be either \"none\" or \"tanh\", got \"",
+             approximate, "\"");
+  return approximate == "tanh" ? apply_unary(id<optable::GeluTanh>(), self)
+                               : apply_unary(id<optable::Gelu>(), self);
 }
-Tensor rsqrt(const Tensor& self) {
-  return unary_op(UnaryOp::kRsqrt, "RsqrtBackward", rsqrt_rule, self, true);
+Tensor silu(const Tensor& self, bool inplace) { return activation<optable::Silu>(self, inplace); }
+Tensor hardswish(const Tensor& self, bool inplace) {
+  return activation<optable::Hardswish>(self, inplace);
 }
-Tensor relu(const Tensor& self) {
-  return unary_op(UnaryOp::kRelu, "ReluBackward", relu_rule, self, true);
+Tensor hardsigmoid(const Tensor& self, bool inplace) {
+  return activation<optable::Hardsigmoid>(self, inplace);
 }
-Tensor sigmoid(const Tensor& self) {
-  return unary_op(UnaryOp::kSigmoid, "SigmoidBackward", sigmoid_rule, self, true);
+Tensor softplus(const Tensor& self, double beta, double threshold) {
+  return apply_unary(id<optable::Softplus>(), self, {beta, threshold});
 }
-Tensor tanh(const Tensor& self) {
-  return unary_op(UnaryOp::kTanh, "TanhBackward", tanh_rule, self, true);
-}
+Tensor mish(const Tensor& self, bool inplace) { return activation<optable::Mish>(self, inplace); }
 
 Tensor pow(const Tensor& self, Scalar exponent) {
   Tensor out = native::pow(self, exponent);
@@ -207,21 +249,8 @@ Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const
   return loom::clamp(*this, min, max);
 }
 
-// In place: self's old history becomes the node's input (edges are taken
-// before self gets its new grad_fn), and self its output.
 Tensor& Tensor::relu_() {
-  if (!autograd::any_requires_grad({this})) {
-    native::unary_(UnaryOp::kRelu, *this);
-    return *this;
-  }
-  autograd::check_inplace(*this, "relu_");
-  {
-    NoGradGuard no_grad;
-    native::unary_(UnaryOp::kRelu, *this);
-  }
-  auto node = std::make_shared<UnaryBackward>("ReluBackward", relu_rule);
-  node->saved = SavedTensor(*this, true);  // the output: relu's rule needs only out > 0
-  autograd::set_history(node, {*this}, {*this});
+  apply_unary_(native::unary_op<optable::Relu>(), *this, {});
   return *this;
 }
 

@@ -64,7 +64,7 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   if (update) {
     autograd::NoGradGuard no_grad;
     // Counted on the device: no host sync unless the cumulative average needs it.
-    native::binary_(native::BinaryOp::kAdd, num_batches_tracked,
+    native::binary_(native::binary_op<optable::Add>(), num_batches_tracked,
                     native::wrap_scalar(1, num_batches_tracked));
     if (!options.momentum_)
       momentum = 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());

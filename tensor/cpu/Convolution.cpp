@@ -21,6 +21,7 @@
 
 #include "tensor/Parallel.h"
 #include "tensor/cpu/Gemm.h"
+#include "tensor/native/Convolution.h"
 
 namespace loom {
 namespace cpu {
@@ -642,6 +643,40 @@ template void conv2d_backward<float>(const ConvGeometry&, const float*, const fl
                                      const float*, float*, float*, float*);
 template void conv2d_backward<double>(const ConvGeometry&, const double*, const double*,
                                       const double*, double*, double*, double*);
+
+// ---- the dispatch slots (native/Convolution.h) -----------------------------------
+
+namespace {
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
+                           const Tensor& bias, const Tensor& out) {
+  dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    conv2d_forward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(bias), ptr<T>(out));
+  });
+}
+
+void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
+                            const Tensor& grad_output, const Tensor& grad_input,
+                            const Tensor& grad_weight, const Tensor& grad_bias) {
+  dispatch_floating(input.dtype(), "conv2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    conv2d_backward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(grad_output),
+                       ptr<T>(grad_input), ptr<T>(grad_weight), ptr<T>(grad_bias));
+  });
+}
+
+}  // namespace
+
+static const native::RegisterKernel reg_conv2d_forward(native::conv2d_forward_stub, kCPU,
+                                                       &conv2d_forward_kernel);
+static const native::RegisterKernel reg_conv2d_backward(native::conv2d_backward_stub, kCPU,
+                                                        &conv2d_backward_kernel);
 
 }  // namespace cpu
 }  // namespace loom

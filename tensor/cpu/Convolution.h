@@ -16,17 +16,12 @@
 
 #include <cstdint>
 
+#include "tensor/native/ConvGeometry.h"
+
 namespace loom {
 namespace cpu {
 
-// Shapes of one 2-D convolution.
-struct ConvGeometry {
-  int64_t batch = 0, in_channels = 0, height = 0, width = 0;
-  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
-  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
-  int64_t groups = 1;
-  int64_t out_h = 0, out_w = 0;
-};
+using native::ConvGeometry;  // tensor/native/ConvGeometry.h
 
 // out (N, O, OH, OW) = conv(input (N, C, H, W), weight (O, C/groups, kh, kw))
 // + bias (O) when bias is non-null.

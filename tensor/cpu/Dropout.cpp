@@ -50,5 +50,7 @@ void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, doub
   });
 }
 
+static const native::RegisterKernel reg_dropout(native::dropout_stub, kCPU, &dropout_kernel);
+
 }  // namespace cpu
 }  // namespace loom

@@ -47,5 +47,9 @@ void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad,
   });
 }
 
+static const native::RegisterKernel reg_embedding(native::embedding_stub, kCPU, &embedding_kernel);
+static const native::RegisterKernel reg_embedding_backward(native::embedding_backward_stub, kCPU,
+                                                           &embedding_backward_kernel);
+
 }  // namespace cpu
 }  // namespace loom

@@ -157,5 +157,26 @@ void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, con
   });
 }
 
+// Throws message(v) for the first value v of idx outside [0, limit) that is
+// not the ignored one.
+void check_index_values_kernel(const Tensor& idx, int64_t limit, bool has_ignore, int64_t ignore,
+                               const std::function<std::string(int64_t)>& message) {
+  const int64_t* p = static_cast<const int64_t*>(idx.data_ptr());
+  const int64_t n = idx.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = p[i];
+    if ((v < 0 || v >= limit) && !(has_ignore && v == ignore)) throw Error(message(v));
+  }
+}
+
+static const native::RegisterKernel reg_index_select(native::index_select_stub, kCPU,
+                                                     &index_select_kernel);
+static const native::RegisterKernel reg_index_add(native::index_add_stub, kCPU, &index_add_kernel);
+static const native::RegisterKernel reg_gather(native::gather_stub, kCPU, &gather_kernel);
+static const native::RegisterKernel reg_scatter_add(native::scatter_add_stub, kCPU,
+                                                    &scatter_add_kernel);
+static const native::RegisterKernel reg_check_index_values(native::check_index_values_stub, kCPU,
+                                                           &check_index_values_kernel);
+
 }  // namespace cpu
 }  // namespace loom

@@ -6,12 +6,16 @@
 #include <cstring>
 
 #include "tensor/Parallel.h"
+#include "tensor/native/Copy.h"
 #include "tensor/native/Join.h"
 
 namespace loom {
 namespace cpu {
 
-void cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim) {
+namespace {
+
+// cat of inputs already contiguous in out's dtype.
+void cat_contiguous(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim) {
   const int64_t es = static_cast<int64_t>(out.element_size());
   int64_t outer = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= out.sizes()[d];
@@ -53,6 +57,18 @@ void cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t di
     }
   });
 }
+
+void cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim) {
+  std::vector<Tensor> parts;
+  parts.reserve(inputs.size());
+  for (const Tensor& t : inputs)
+    parts.push_back(native::contiguous(native::to(t, t.device(), out.dtype())));
+  cat_contiguous(out, parts, dim);
+}
+
+}  // namespace
+
+static const native::RegisterKernel reg_cat(native::cat_stub, kCPU, &cat_kernel);
 
 }  // namespace cpu
 }  // namespace loom

@@ -19,6 +19,12 @@
 namespace loom {
 namespace cpu {
 
+// Sums of a class loss over all elements, in double.
+struct LossTotals {
+  double loss = 0;    // sum of the per-element losses
+  double weight = 0;  // sum of w[t] over non-ignored targets
+};
+
 namespace {
 
 constexpr int64_t kBlockValues = 16384;  // input values per block of samples
@@ -234,7 +240,7 @@ void cross_entropy_backward_kernel(const Tensor& grad_input, const Tensor& grad,
   });
 }
 
-double squared_error_sum_kernel(const Tensor& x, const Tensor& y) {
+double squared_error_sum(const Tensor& x, const Tensor& y) {
   return dispatch_floating(x.dtype(), "mse_loss", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* xp = static_cast<const T*>(x.data_ptr());
@@ -288,6 +294,60 @@ void squared_error_backward_kernel(const Tensor& grad_input, const Tensor& grad,
     });
   });
 }
+
+// ---- the dispatch slots' signatures: totals written to 0-dim tensors ------------
+
+namespace {
+// A 0-dim tensor <- value (in its dtype).
+void set_scalar(const Tensor& t, double value) {
+  dispatch_floating(t.dtype(), "loss", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    *static_cast<T*>(t.data_ptr()) = static_cast<T>(value);
+  });
+}
+}  // namespace
+
+void class_loss_kernel(bool cross_entropy, const Tensor& loss, const Tensor& logsumexp,
+                       const Tensor& out, const Tensor& total_weight, const Tensor& x,
+                       const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
+                       int64_t S, int64_t ignore_index, double label_smoothing, bool mean) {
+  const LossTotals totals =
+      cross_entropy ? cross_entropy_kernel(loss, logsumexp, x, target, weight, N, C, S,
+                                           ignore_index, label_smoothing)
+                    : nll_loss_kernel(loss, x, target, weight, N, C, S, ignore_index);
+  if (out.defined()) set_scalar(out, mean ? totals.loss / totals.weight : totals.loss);
+  set_scalar(total_weight, totals.weight);
+}
+
+void class_loss_backward_kernel(bool cross_entropy, const Tensor& grad_input, const Tensor& grad,
+                                const Tensor& divisor, const Tensor& x, const Tensor& logsumexp,
+                                const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
+                                int64_t S, int64_t ignore_index, double label_smoothing) {
+  // The divisor is a 0-dim float64 tensor on the CPU.
+  const double scale =
+      divisor.defined() ? 1.0 / *static_cast<const double*>(divisor.data_ptr()) : 1.0;
+  if (cross_entropy)
+    cross_entropy_backward_kernel(grad_input, grad, scale, x, logsumexp, target, weight, N, C, S,
+                                  ignore_index, label_smoothing);
+  else
+    nll_loss_backward_kernel(grad_input, grad, scale, target, weight, N, C, S, ignore_index);
+}
+
+void squared_error_sum_kernel(const Tensor& out_sum, const Tensor& x, const Tensor& y,
+                              double divisor) {
+  set_scalar(out_sum, squared_error_sum(x, y) / divisor);
+}
+
+static const native::RegisterKernel reg_class_loss(native::class_loss_stub, kCPU,
+                                                   &class_loss_kernel);
+static const native::RegisterKernel reg_class_loss_backward(native::class_loss_backward_stub, kCPU,
+                                                            &class_loss_backward_kernel);
+static const native::RegisterKernel reg_squared_error(native::squared_error_stub, kCPU,
+                                                      &squared_error_kernel);
+static const native::RegisterKernel reg_squared_error_sum(native::squared_error_sum_stub, kCPU,
+                                                          &squared_error_sum_kernel);
+static const native::RegisterKernel reg_squared_error_backward(
+    native::squared_error_backward_stub, kCPU, &squared_error_backward_kernel);
 
 }  // namespace cpu
 }  // namespace loom

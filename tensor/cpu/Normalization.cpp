@@ -6,8 +6,11 @@
 #include "tensor/cpu/Normalization.h"
 
 #include <cmath>
+#include <vector>
 
 #include "tensor/Parallel.h"
+#include "tensor/native/Copy.h"
+#include "tensor/native/Normalization.h"
 
 namespace loom {
 namespace cpu {
@@ -149,6 +152,77 @@ template void batch_norm_backward<float>(const BatchNormShape&, const float*, co
 template void batch_norm_backward<double>(const BatchNormShape&, const double*, const double*,
                                           const double*, const double*, const double*, bool,
                                           double*, double*, double*);
+
+// ---- the dispatch slots (native/Normalization.h) ----------------------------------
+
+namespace {
+
+template <typename T>
+const T* cptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+
+void batch_norm_kernel(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
+                       const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                       bool training, double momentum, double eps, const Tensor& out,
+                       const Tensor& save_mean, const Tensor& save_invstd) {
+  const int64_t count = s.batch * s.spatial;
+  dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* mean = static_cast<T*>(save_mean.data_ptr());
+    T* invstd = static_cast<T*>(save_invstd.data_ptr());
+    if (training) {
+      std::vector<T> var(s.channels);
+      batch_norm_train_forward<T>(s, cptr<T>(x), cptr<T>(weight), cptr<T>(bias), eps,
+                                  static_cast<T*>(out.data_ptr()), mean, var.data(), invstd);
+      if (running_mean.defined()) {
+        // running = (1 - momentum) * running + momentum * batch (variance unbiased).
+        Tensor rm = native::contiguous(running_mean), rv = native::contiguous(running_var);
+        T* pm = static_cast<T*>(rm.data_ptr());
+        T* pv = static_cast<T*>(rv.data_ptr());
+        const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+        for (int64_t c = 0; c < s.channels; ++c) {
+          pm[c] = static_cast<T>((1 - momentum) * pm[c] + momentum * mean[c]);
+          pv[c] = static_cast<T>((1 - momentum) * pv[c] + momentum * var[c] * unbias);
+        }
+        if (!rm.is_same(running_mean)) native::copy_(running_mean, rm);
+        if (!rv.is_same(running_var)) native::copy_(running_var, rv);
+        running_mean.bump_version();
+        running_var.bump_version();
+      }
+    } else {
+      const Tensor rm = native::contiguous(running_mean), rv = native::contiguous(running_var);
+      const T* pm = cptr<T>(rm);
+      const T* pv = cptr<T>(rv);
+      for (int64_t c = 0; c < s.channels; ++c) {
+        mean[c] = pm[c];
+        invstd[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(pv[c]) + eps));
+      }
+      batch_norm_apply<T>(s, cptr<T>(x), mean, invstd, cptr<T>(weight), cptr<T>(bias),
+                          static_cast<T*>(out.data_ptr()));
+    }
+  });
+}
+
+void batch_norm_backward_kernel(const BatchNormShape& s, const Tensor& grad_output,
+                                const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                                const Tensor& save_invstd, bool training, const Tensor& grad_input,
+                                const Tensor& grad_weight, const Tensor& grad_bias) {
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto out = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
+    batch_norm_backward<T>(s, cptr<T>(grad_output), cptr<T>(x), cptr<T>(save_mean),
+                           cptr<T>(save_invstd), cptr<T>(weight), training, out(grad_input),
+                           out(grad_weight), out(grad_bias));
+  });
+}
+
+}  // namespace
+
+static const native::RegisterKernel reg_batch_norm(native::batch_norm_stub, kCPU,
+                                                   &batch_norm_kernel);
+static const native::RegisterKernel reg_batch_norm_backward(native::batch_norm_backward_stub,
+                                                            kCPU, &batch_norm_backward_kernel);
 
 }  // namespace cpu
 }  // namespace loom

@@ -5,12 +5,12 @@
 
 #include <cstdint>
 
+#include "tensor/native/BatchNormShape.h"
+
 namespace loom {
 namespace cpu {
 
-struct BatchNormShape {
-  int64_t batch = 0, channels = 0, spatial = 1;
-};
+using native::BatchNormShape;  // tensor/native/BatchNormShape.h
 
 // Training forward: per channel mean and biased variance of x (written to
 // mean / var), then y = (x - mean) / sqrt(var + eps) * weight + bias

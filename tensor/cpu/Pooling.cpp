@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/Parallel.h"
+#include "tensor/native/Pooling.h"
 
 namespace loom {
 namespace cpu {
@@ -315,6 +316,77 @@ void adaptive_avg_pool2d_backward(const PoolGeometry& g, const T* grad_out, T* g
 LOOM_POOL_INSTANTIATE(float)
 LOOM_POOL_INSTANTIATE(double)
 #undef LOOM_POOL_INSTANTIATE
+
+// ---- the dispatch slots (native/Pooling.h) ---------------------------------------
+
+namespace {
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+void max_pool2d_kernel(const PoolGeometry& g, const Tensor& input, const Tensor& out,
+                       const Tensor& indices) {
+  dispatch_floating(input.dtype(), "max_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_forward<T>(g, ptr<T>(input), ptr<T>(out), ptr<int64_t>(indices));
+  });
+}
+
+void max_pool2d_backward_kernel(const PoolGeometry& g, const Tensor& grad_output,
+                                const Tensor& indices, const Tensor& grad_input) {
+  dispatch_floating(grad_input.dtype(), "max_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    max_pool2d_backward<T>(g, ptr<T>(grad_output), ptr<int64_t>(indices), ptr<T>(grad_input));
+  });
+}
+
+void avg_pool2d_kernel(const PoolGeometry& g, bool count_include_pad, const Tensor& input,
+                       const Tensor& out) {
+  dispatch_floating(input.dtype(), "avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_forward<T>(g, count_include_pad, ptr<T>(input), ptr<T>(out));
+  });
+}
+
+void avg_pool2d_backward_kernel(const PoolGeometry& g, bool count_include_pad,
+                                const Tensor& grad_output, const Tensor& grad_input) {
+  dispatch_floating(grad_input.dtype(), "avg_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avg_pool2d_backward<T>(g, count_include_pad, ptr<T>(grad_output), ptr<T>(grad_input));
+  });
+}
+
+void adaptive_avg_pool2d_kernel(const PoolGeometry& g, const Tensor& input, const Tensor& out) {
+  dispatch_floating(input.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    adaptive_avg_pool2d_forward<T>(g, ptr<T>(input), ptr<T>(out));
+  });
+}
+
+void adaptive_avg_pool2d_backward_kernel(const PoolGeometry& g, const Tensor& grad_output,
+                                         const Tensor& grad_input) {
+  dispatch_floating(grad_input.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    adaptive_avg_pool2d_backward<T>(g, ptr<T>(grad_output), ptr<T>(grad_input));
+  });
+}
+
+}  // namespace
+
+static const native::RegisterKernel reg_max_pool2d(native::max_pool2d_stub, kCPU,
+                                                   &max_pool2d_kernel);
+static const native::RegisterKernel reg_max_pool2d_backward(native::max_pool2d_backward_stub,
+                                                            kCPU, &max_pool2d_backward_kernel);
+static const native::RegisterKernel reg_avg_pool2d(native::avg_pool2d_stub, kCPU,
+                                                   &avg_pool2d_kernel);
+static const native::RegisterKernel reg_avg_pool2d_backward(native::avg_pool2d_backward_stub,
+                                                            kCPU, &avg_pool2d_backward_kernel);
+static const native::RegisterKernel reg_adaptive_avg_pool2d(native::adaptive_avg_pool2d_stub,
+                                                            kCPU, &adaptive_avg_pool2d_kernel);
+static const native::RegisterKernel reg_adaptive_avg_pool2d_backward(
+    native::adaptive_avg_pool2d_backward_stub, kCPU, &adaptive_avg_pool2d_backward_kernel);
 
 }  // namespace cpu
 }  // namespace loom

@@ -4,14 +4,12 @@
 
 #include <cstdint>
 
+#include "tensor/native/PoolGeometry.h"
+
 namespace loom {
 namespace cpu {
 
-struct PoolGeometry {
-  int64_t planes = 0, height = 0, width = 0, out_h = 0, out_w = 0;
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
-  int64_t pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
-};
+using native::PoolGeometry;  // tensor/native/PoolGeometry.h
 
 // indices: the argmax of each window as a flat h * W + w within its plane
 // (NaN wins, as in PyTorch).

@@ -269,5 +269,11 @@ void scatter_reduced_kernel(const Tensor& grad_input, const Tensor& grad, const 
   });
 }
 
+static const native::RegisterKernel reg_sum(native::sum_stub, kCPU, &sum_kernel);
+static const native::RegisterKernel reg_var(native::var_stub, kCPU, &var_kernel);
+static const native::RegisterKernel reg_extremum(native::extremum_stub, kCPU, &extremum_kernel);
+static const native::RegisterKernel reg_scatter_reduced(native::scatter_reduced_stub, kCPU,
+                                                        &scatter_reduced_kernel);
+
 }  // namespace cpu
 }  // namespace loom

@@ -196,5 +196,9 @@ void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad, const
                     });
 }
 
+static const native::RegisterKernel reg_softmax(native::softmax_stub, kCPU, &softmax_kernel);
+static const native::RegisterKernel reg_softmax_backward(native::softmax_backward_stub, kCPU,
+                                                         &softmax_backward_kernel);
+
 }  // namespace cpu
 }  // namespace loom

@@ -1,4 +1,6 @@
-// CPU kernels for native/Unary.
+// CPU kernels for native/Unary: the unary table's ops (UnaryOps.h) per
+// element, pow with a scalar exponent and clamp, registered into their
+// dispatch slots at the bottom.
 //
 // Contiguous runs are vectorised explicitly (see DenseLoops.h): loom's AVX2
 // exp for float32 exp and sigmoid (VecMath.h), Eigen's SIMD array functions
@@ -23,7 +25,6 @@ namespace loom {
 namespace cpu {
 namespace {
 
-using native::UnaryBackwardOp;
 using native::UnaryOp;
 
 template <typename T>
@@ -105,61 +106,82 @@ void sqrt_dense(T* o, const T* in, int64_t n, bool reciprocal) {
   for (; k < n; ++k) o[k] = reciprocal ? T(1) / std::sqrt(in[k]) : std::sqrt(in[k]);
 }
 
+// ---- the table's ops ---------------------------------------------------------------
+
+// A dense routine for an op where one is faster than the per-element
+// formula (Eigen's or loom's SIMD exp/log/tanh, AVX sqrt); other ops take
+// the formula in an `omp simd` loop.
+template <typename Op, typename T>
+struct DenseRoutine {
+  static constexpr bool exists = false;
+};
 template <typename T>
-T sign_of(T x) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return x;
-  } else if constexpr (std::is_unsigned_v<T>) {
-    return T(x > 0);
+struct DenseRoutine<optable::Exp, T> {
+  static constexpr bool exists = true;
+  static void run(T* o, const T* i, int64_t n) { exp_dense<T>(o, i, n); }
+};
+template <typename T>
+struct DenseRoutine<optable::Log, T> {
+  static constexpr bool exists = true;
+  static void run(T* o, const T* i, int64_t n) { log_dense<T>(o, i, n); }
+};
+template <typename T>
+struct DenseRoutine<optable::Tanh, T> {
+  static constexpr bool exists = true;
+  static void run(T* o, const T* i, int64_t n) { tanh_dense<T>(o, i, n); }
+};
+template <typename T>
+struct DenseRoutine<optable::Sigmoid, T> {
+  static constexpr bool exists = true;
+  static void run(T* o, const T* i, int64_t n) { sigmoid_dense<T>(o, i, n); }
+};
+template <typename T>
+struct DenseRoutine<optable::Sqrt, T> {
+  static constexpr bool exists = true;
+  static void run(T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, false); }
+};
+template <typename T>
+struct DenseRoutine<optable::Rsqrt, T> {
+  static constexpr bool exists = true;
+  static void run(T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, true); }
+};
+
+template <typename Op, typename T>
+void forward(const Op& op, const Tensor& out, const Tensor& in) {
+  if constexpr (std::is_floating_point_v<T> && DenseRoutine<Op, T>::exists) {
+    unary_loop<T, T>(out, in, DenseRoutine<Op, T>::run,
+                     [op](T x) { return op.template forward<T>(x); });
   } else {
-    return T((T(0) < x) - (x < T(0)));
+    simd_map<T, T>(out, in, [op](T x) { return op.template forward<T>(x); });
   }
 }
 
-// ---- forward ------------------------------------------------------------------------
-
-template <typename T>
-void floating_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
-  switch (op) {
-    case UnaryOp::kNeg: return simd_map<T, T>(out, in, [](T x) { return -x; });
-    case UnaryOp::kAbs: return simd_map<T, T>(out, in, [](T x) { return std::abs(x); });
-    case UnaryOp::kSign: return simd_map<T, T>(out, in, [](T x) { return sign_of(x); });
-    case UnaryOp::kRelu: return simd_map<T, T>(out, in, [](T x) { return x < T(0) ? T(0) : x; });
-    case UnaryOp::kExp:
-      return unary_loop<T, T>(out, in, exp_dense<T>, [](T x) { return std::exp(x); });
-    case UnaryOp::kLog:
-      return unary_loop<T, T>(out, in, log_dense<T>, [](T x) { return std::log(x); });
-    case UnaryOp::kTanh:
-      return unary_loop<T, T>(out, in, tanh_dense<T>, [](T x) { return std::tanh(x); });
-    case UnaryOp::kSigmoid:
-      return unary_loop<T, T>(out, in, sigmoid_dense<T>,
-                           [](T x) { return T(1) / (T(1) + std::exp(-x)); });
-    case UnaryOp::kSqrt:
-      return unary_loop<T, T>(
-          out, in, [](T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, false); },
-          [](T x) { return std::sqrt(x); });
-    case UnaryOp::kRsqrt:
-      return unary_loop<T, T>(
-          out, in, [](T* o, const T* i, int64_t n) { sqrt_dense<T>(o, i, n, true); },
-          [](T x) { return T(1) / std::sqrt(x); });
-  }
+void unary_kernel(UnaryOp id, const optable::UnaryArgs& args, const Tensor& out, const Tensor& in) {
+  native::visit_unary_op(id, [&](auto op_tag) {
+    using Op = typename decltype(op_tag)::type;
+    const Op op = optable::make_op<Op>(args);
+    dispatch_dtype(out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (optable::unary_accepts<Op, T>()) {
+        forward<Op, T>(op, out, in);
+      } else {
+        LOOM_FAIL(Op::name, ": no kernel for ", out.describe());
+      }
+    });
+  });
 }
 
-template <typename T>
-void integral_unary(UnaryOp op, const Tensor& out, const Tensor& in) {
-  switch (op) {
-    case UnaryOp::kNeg: return simd_map<T, T>(out, in, [](T x) { return T(-x); });
-    case UnaryOp::kAbs:
-      return simd_map<T, T>(out, in, [](T x) {
-        if constexpr (std::is_unsigned_v<T>) return x;
-        else return T(x < 0 ? -x : x);
-      });
-    case UnaryOp::kSign: return simd_map<T, T>(out, in, [](T x) { return sign_of(x); });
-    case UnaryOp::kRelu: return simd_map<T, T>(out, in, [](T x) { return x < T(0) ? T(0) : x; });
-    default: break;
-  }
-  LOOM_FAIL("unary_kernel: ", native::unary_op_name(op), " expects a floating tensor, got ",
-            out.describe());
+void unary_backward_kernel(UnaryOp id, const optable::UnaryArgs& args, const Tensor& out,
+                           const Tensor& grad, const Tensor& saved) {
+  native::visit_unary_op(id, [&](auto op_tag) {
+    using Op = typename decltype(op_tag)::type;
+    const Op op = optable::make_op<Op>(args);
+    dispatch_floating(out.dtype(), Op::name, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      simd_map<T, T, T>(out, grad, saved,
+                        [op](T g, T s) { return op.template backward<T>(g, s); });
+    });
+  });
 }
 
 // x ** e for an integer e >= 0, by squaring.
@@ -199,23 +221,6 @@ std::pair<T, T> bounds(const std::optional<Scalar>& min, const std::optional<Sca
           max ? saturate<T>(max->to_double()) : highest};
 }
 
-}  // namespace
-
-void unary_kernel(UnaryOp op, const Tensor& out, const Tensor& in) {
-  dispatch_dtype(out.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T>) {
-      floating_unary<T>(op, out, in);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      LOOM_CHECK(op == UnaryOp::kSign, "unary_kernel: ", native::unary_op_name(op),
-                 " is not supported for bool tensors");
-      simd_map<T, T>(out, in, [](bool x) { return x; });
-    } else {
-      integral_unary<T>(op, out, in);
-    }
-  });
-}
-
 void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent) {
   const double e = exponent.to_double();
   dispatch_dtype(out.dtype(), [&](auto tag) {
@@ -229,8 +234,8 @@ void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent) {
       if (e == 3) return simd_map<T, T>(out, in, [](T x) { return x * x * x; });
       if (e == -1) return simd_map<T, T>(out, in, [](T x) { return T(1) / x; });
       if (e == -2) return simd_map<T, T>(out, in, [](T x) { return T(1) / (x * x); });
-      if (e == 0.5) return floating_unary<T>(UnaryOp::kSqrt, out, in);
-      if (e == -0.5) return floating_unary<T>(UnaryOp::kRsqrt, out, in);
+      if (e == 0.5) return forward<optable::Sqrt, T>(optable::Sqrt{}, out, in);
+      if (e == -0.5) return forward<optable::Rsqrt, T>(optable::Rsqrt{}, out, in);
       const T te = static_cast<T>(e);
       unary_loop<T, T>(
           out, in,
@@ -259,30 +264,6 @@ void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min
   });
 }
 
-void unary_backward_kernel(UnaryBackwardOp op, const Tensor& out, const Tensor& grad,
-                           const Tensor& saved) {
-  dispatch_floating(out.dtype(), "unary_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    switch (op) {
-      case UnaryBackwardOp::kRelu:
-        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return y > T(0) ? g : T(0); });
-      case UnaryBackwardOp::kSigmoid:
-        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return g * y * (T(1) - y); });
-      case UnaryBackwardOp::kTanh:
-        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return g * (T(1) - y * y); });
-      case UnaryBackwardOp::kSqrt:
-        return simd_map<T, T, T>(out, grad, saved, [](T g, T y) { return g / (T(2) * y); });
-      case UnaryBackwardOp::kRsqrt:
-        return simd_map<T, T, T>(out, grad, saved,
-                              [](T g, T y) { return T(-0.5) * g * y * y * y; });
-      case UnaryBackwardOp::kAbs:
-        return simd_map<T, T, T>(out, grad, saved, [](T g, T x) {
-          return x > T(0) ? g : (x < T(0) ? -g : T(0));
-        });
-    }
-  });
-}
-
 void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
                          double exponent) {
   dispatch_floating(out.dtype(), "pow_backward", [&](auto tag) {
@@ -308,6 +289,18 @@ void clamp_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& 
     });
   });
 }
+
+}  // namespace
+
+static const native::RegisterKernel reg_unary(native::unary_stub, kCPU, &unary_kernel);
+static const native::RegisterKernel reg_unary_backward(native::unary_backward_stub, kCPU,
+                                                       &unary_backward_kernel);
+static const native::RegisterKernel reg_pow(native::pow_scalar_stub, kCPU, &pow_scalar_kernel);
+static const native::RegisterKernel reg_clamp(native::clamp_stub, kCPU, &clamp_kernel);
+static const native::RegisterKernel reg_pow_backward(native::pow_backward_stub, kCPU,
+                                                     &pow_backward_kernel);
+static const native::RegisterKernel reg_clamp_backward(native::clamp_backward_stub, kCPU,
+                                                       &clamp_backward_kernel);
 
 }  // namespace cpu
 }  // namespace loom

@@ -25,5 +25,7 @@ void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, c
   });
 }
 
+static const native::RegisterKernel reg_where(native::where_stub, kCPU, &where_kernel);
+
 }  // namespace cpu
 }  // namespace loom

@@ -168,7 +168,7 @@ __global__ void bn_backward_apply(const T* __restrict__ dy, const T* __restrict_
 }
 
 template <typename T>
-void forward(const cpu::BatchNormShape& s, const void* x, const void* weight, const void* bias,
+void forward(const native::BatchNormShape& s, const void* x, const void* weight, const void* bias,
              void* running_mean, void* running_var, bool training, double momentum, double eps,
              void* y, void* save_mean, void* save_invstd, double* scratch, cudaStream_t stream) {
   const int64_t C = s.channels, S = s.spatial, total = s.batch * C * S;
@@ -193,7 +193,7 @@ void forward(const cpu::BatchNormShape& s, const void* x, const void* weight, co
 }
 
 template <typename T>
-void backward(const cpu::BatchNormShape& s, const void* grad_out, const void* x,
+void backward(const native::BatchNormShape& s, const void* grad_out, const void* x,
               const void* mean, const void* invstd, const void* weight, bool training,
               void* grad_input, void* grad_weight, void* grad_bias, double* scratch,
               cudaStream_t stream) {
@@ -214,7 +214,7 @@ void backward(const cpu::BatchNormShape& s, const void* grad_out, const void* x,
 
 }  // namespace
 
-void batch_norm_forward(DType dtype, const cpu::BatchNormShape& s, const void* x,
+void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void* x,
                         const void* weight, const void* bias, void* running_mean,
                         void* running_var, bool training, double momentum, double eps, void* y,
                         void* save_mean, void* save_invstd, double* scratch, int device,
@@ -228,7 +228,7 @@ void batch_norm_forward(DType dtype, const cpu::BatchNormShape& s, const void* x
   });
 }
 
-void batch_norm_backward(DType dtype, const cpu::BatchNormShape& s, const void* grad_out,
+void batch_norm_backward(DType dtype, const native::BatchNormShape& s, const void* grad_out,
                          const void* x, const void* mean, const void* invstd, const void* weight,
                          bool training, void* grad_input, void* grad_weight, void* grad_bias,
                          double* scratch, int device, uint64_t stream) {

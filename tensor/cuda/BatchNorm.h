@@ -1,6 +1,5 @@
-// CUDA batch-norm launchers on raw pointers, for
-// tensor/native/CudaNormalization.cpp.  Plain C++ declarations; kernels in
-// BatchNorm.cu, stubs that throw without CUDA in CudaNormalization.cpp.
+// CUDA batch-norm launchers on raw pointers, for tensor/cuda/BatchNorm.cpp.
+// Plain C++ declarations; kernels in BatchNorm.cu.
 //
 // Same contract as the CPU kernels (tensor/cpu/Normalization.h): contiguous
 // (N, C, S) input of float32 or float64, per-channel (C) statistics and
@@ -12,7 +11,7 @@
 #include <cstdint>
 
 #include "tensor/DType.h"
-#include "tensor/cpu/Normalization.h"
+#include "tensor/native/BatchNormShape.h"
 
 namespace loom {
 namespace cuda {
@@ -22,14 +21,14 @@ namespace cuda {
 // become (1 - momentum) * running + momentum * batch (variance unbiased by
 // count / (count - 1)).  Otherwise the running statistics (required) are used
 // and saved.  Then y = (x - mean) * invstd * weight + bias.
-void batch_norm_forward(DType dtype, const cpu::BatchNormShape& s, const void* x,
+void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void* x,
                         const void* weight, const void* bias, void* running_mean,
                         void* running_var, bool training, double momentum, double eps, void* y,
                         void* save_mean, void* save_invstd, double* scratch, int device,
                         uint64_t stream);
 
 // Gradients with the statistics of the forward; null outputs are skipped.
-void batch_norm_backward(DType dtype, const cpu::BatchNormShape& s, const void* grad_out,
+void batch_norm_backward(DType dtype, const native::BatchNormShape& s, const void* grad_out,
                          const void* x, const void* mean, const void* invstd, const void* weight,
                          bool training, void* grad_input, void* grad_weight, void* grad_bias,
                          double* scratch, int device, uint64_t stream);

@@ -98,7 +98,7 @@ struct ConvDescriptors {
   ConvDesc conv;
   cudnnMathType_t base_math = CUDNN_DEFAULT_MATH;  // the math type the TF32 switch asks for
 
-  ConvDescriptors(DType dtype, const cpu::ConvGeometry& g, bool allow_tf32) {
+  ConvDescriptors(DType dtype, const native::ConvGeometry& g, bool allow_tf32) {
     const cudnnDataType_t type = dtype == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     x.set(type, g.batch, g.in_channels, g.height, g.width);
     y.set(type, g.batch, g.out_channels, g.out_h, g.out_w);
@@ -131,7 +131,7 @@ ConvAlgoCache<AlgoChoice>& algo_cache() {
   return *cache;
 }
 
-ConvKey key_for(DType dtype, const cpu::ConvGeometry& g, ConvPass pass, const ConvOptions& o) {
+ConvKey key_for(DType dtype, const native::ConvGeometry& g, ConvPass pass, const ConvOptions& o) {
   ConvKeyParams p;
   p.device = o.device;
   p.dtype = static_cast<int64_t>(dtype);
@@ -181,66 +181,85 @@ AlgoChoice pick(const Perf* perf, int count, const ConvDescriptors& d, const cha
 
 constexpr int kMaxAlgos = 16;
 
-AlgoChoice forward_algo(cudnnHandle_t h, DType dtype, const cpu::ConvGeometry& g,
-                        const ConvDescriptors& d, const ConvOptions& o) {
-  const ConvKey key = key_for(dtype, g, ConvPass::kForward, o);
-  AlgoChoice c;
-  if (algo_cache().find(key, &c)) return c;
-  cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
-  int count = 0;
-  if (o.benchmark)
-    LOOM_CUDA_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d.x.get(), d.w.get(), d.conv.get(),
-                                                         d.y.get(), kMaxAlgos, &count, perf));
-  else
-    LOOM_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-        h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(), kMaxAlgos, &count, perf));
-  c = pick(perf, count, d, "forward");
-  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-  LOOM_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-      h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &c.workspace));
-  return algo_cache().insert(key, c);
-}
+// What differs between the three passes' algorithm searches: cuDNN's perf
+// and algorithm types, its Find (benchmark) / Get (heuristics) / workspace
+// calls, and the order in which they take the descriptors.
+struct ForwardPass {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  static constexpr ConvPass kPass = ConvPass::kForward;
+  static constexpr const char* kName = "forward";
+  static cudnnStatus_t find(cudnnHandle_t h, const ConvDescriptors& d, int* count, Perf* perf) {
+    return cudnnFindConvolutionForwardAlgorithm(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                kMaxAlgos, count, perf);
+  }
+  static cudnnStatus_t get(cudnnHandle_t h, const ConvDescriptors& d, int* count, Perf* perf) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(),
+                                                  d.y.get(), kMaxAlgos, count, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescriptors& d, Algo algo,
+                                 size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(),
+                                                   d.y.get(), algo, bytes);
+  }
+};
 
-AlgoChoice backward_data_algo(cudnnHandle_t h, DType dtype, const cpu::ConvGeometry& g,
-                              const ConvDescriptors& d, const ConvOptions& o) {
-  const ConvKey key = key_for(dtype, g, ConvPass::kBackwardData, o);
-  AlgoChoice c;
-  if (algo_cache().find(key, &c)) return c;
-  cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
-  int count = 0;
-  if (o.benchmark)
-    LOOM_CUDA_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
-        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), kMaxAlgos, &count, perf));
-  else
-    LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), kMaxAlgos, &count, perf));
-  c = pick(perf, count, d, "backward-data");
-  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-  LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-      h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &c.workspace));
-  return algo_cache().insert(key, c);
-}
+struct BackwardDataPass {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  static constexpr ConvPass kPass = ConvPass::kBackwardData;
+  static constexpr const char* kName = "backward-data";
+  static cudnnStatus_t find(cudnnHandle_t h, const ConvDescriptors& d, int* count, Perf* perf) {
+    return cudnnFindConvolutionBackwardDataAlgorithm(h, d.w.get(), d.y.get(), d.conv.get(),
+                                                     d.x.get(), kMaxAlgos, count, perf);
+  }
+  static cudnnStatus_t get(cudnnHandle_t h, const ConvDescriptors& d, int* count, Perf* perf) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w.get(), d.y.get(), d.conv.get(),
+                                                       d.x.get(), kMaxAlgos, count, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescriptors& d, Algo algo,
+                                 size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w.get(), d.y.get(), d.conv.get(),
+                                                        d.x.get(), algo, bytes);
+  }
+};
 
-AlgoChoice backward_filter_algo(cudnnHandle_t h, DType dtype, const cpu::ConvGeometry& g,
-                                const ConvDescriptors& d, const ConvOptions& o) {
-  const ConvKey key = key_for(dtype, g, ConvPass::kBackwardFilter, o);
+struct BackwardFilterPass {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  static constexpr ConvPass kPass = ConvPass::kBackwardFilter;
+  static constexpr const char* kName = "backward-filter";
+  static cudnnStatus_t find(cudnnHandle_t h, const ConvDescriptors& d, int* count, Perf* perf) {
+    return cudnnFindConvolutionBackwardFilterAlgorithm(h, d.x.get(), d.y.get(), d.conv.get(),
+                                                       d.w.get(), kMaxAlgos, count, perf);
+  }
+  static cudnnStatus_t get(cudnnHandle_t h, const ConvDescriptors& d, int* count, Perf* perf) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x.get(), d.y.get(), d.conv.get(),
+                                                         d.w.get(), kMaxAlgos, count, perf);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvDescriptors& d, Algo algo,
+                                 size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x.get(), d.y.get(), d.conv.get(),
+                                                          d.w.get(), algo, bytes);
+  }
+};
+
+// The algorithm (and math type, workspace size) for one pass over this
+// shape: from the cache, else searched (benchmarked when o.benchmark, else
+// cuDNN's heuristics), set on the descriptor and cached.
+template <typename Pass>
+AlgoChoice choose_algo(cudnnHandle_t h, DType dtype, const native::ConvGeometry& g,
+                       const ConvDescriptors& d, const ConvOptions& o) {
+  const ConvKey key = key_for(dtype, g, Pass::kPass, o);
   AlgoChoice c;
   if (algo_cache().find(key, &c)) return c;
-  cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
+  typename Pass::Perf perf[kMaxAlgos];
   int count = 0;
-  if (o.benchmark)
-    LOOM_CUDA_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
-        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), kMaxAlgos, &count, perf));
-  else
-    LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), kMaxAlgos, &count, perf));
-  c = pick(perf, count, d, "backward-filter");
+  LOOM_CUDA_CHECK(o.benchmark ? Pass::find(h, d, &count, perf) : Pass::get(h, d, &count, perf));
+  c = pick(perf, count, d, Pass::kName);
   LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-  LOOM_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-      h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &c.workspace));
+  LOOM_CUDA_CHECK(
+      Pass::workspace(h, d, static_cast<typename Pass::Algo>(c.algo), &c.workspace));
   return algo_cache().insert(key, c);
 }
 
@@ -261,7 +280,7 @@ void* workspace_for(const AlgoChoice& c, const WorkspaceFn& workspace) {
 
 }  // namespace
 
-void conv2d_forward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+void conv2d_forward(DType dtype, const native::ConvGeometry& g, const void* input,
                     const void* weight, const void* bias, void* out, const ConvOptions& o,
                     const WorkspaceFn& workspace) {
   DeviceGuard guard(o.device);
@@ -269,7 +288,7 @@ void conv2d_forward(DType dtype, const cpu::ConvGeometry& g, const void* input,
   LOOM_CUDA_CHECK(cudnnSetStream(h, reinterpret_cast<cudaStream_t>(o.stream)));
   ConvDescriptors d(dtype, g, o.allow_tf32);
   const Scale s(dtype);
-  const AlgoChoice c = forward_algo(h, dtype, g, d, o);
+  const AlgoChoice c = choose_algo<ForwardPass>(h, dtype, g, d, o);
   LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
   void* ws = workspace_for(c, workspace);
   // out (N, O, OH, OW) = conv(input (N, C, H, W), weight (O, C/groups, kh, kw))
@@ -283,7 +302,7 @@ void conv2d_forward(DType dtype, const cpu::ConvGeometry& g, const void* input,
         cudnnAddTensor(h, s.one(), d.bias.get(), bias, s.one(), d.y.get(), out));
 }
 
-void conv2d_backward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+void conv2d_backward(DType dtype, const native::ConvGeometry& g, const void* input,
                      const void* weight, const void* grad_out, void* grad_input,
                      void* grad_weight, void* grad_bias, const ConvOptions& o,
                      const WorkspaceFn& workspace) {
@@ -293,7 +312,7 @@ void conv2d_backward(DType dtype, const cpu::ConvGeometry& g, const void* input,
   ConvDescriptors d(dtype, g, o.allow_tf32);
   const Scale s(dtype);
   if (grad_input) {
-    const AlgoChoice c = backward_data_algo(h, dtype, g, d, o);
+    const AlgoChoice c = choose_algo<BackwardDataPass>(h, dtype, g, d, o);
     LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
     void* ws = workspace_for(c, workspace);
     // grad_input (N, C, H, W) from weight (O, C/groups, kh, kw) and grad_out (N, O, OH, OW)
@@ -303,7 +322,7 @@ void conv2d_backward(DType dtype, const cpu::ConvGeometry& g, const void* input,
         d.x.get(), grad_input));
   }
   if (grad_weight) {
-    const AlgoChoice c = backward_filter_algo(h, dtype, g, d, o);
+    const AlgoChoice c = choose_algo<BackwardFilterPass>(h, dtype, g, d, o);
     LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
     void* ws = workspace_for(c, workspace);
     // grad_weight (O, C/groups, kh, kw) from input (N, C, H, W) and grad_out (N, O, OH, OW)

@@ -1,11 +1,9 @@
-// cuDNN convolution launchers on raw pointers, for
-// tensor/native/CudaConvolution.cpp.  Plain C++ declarations; the
-// implementation is in Conv.cu, stubs that throw without CUDA in
-// tensor/native/CudaConvolution.cpp.
+// cuDNN convolution launchers on raw pointers, for tensor/cuda/Conv.cpp.
+// Plain C++ declarations; the implementation is in Conv.cu.
 //
 // Buffers are contiguous NCHW: input (N, C, H, W), weight (O, C / groups,
 // kh, kw), output (N, O, OH, OW), bias (O), of float32 or float64, with the
-// geometry of cpu::ConvGeometry (every size >= 1, each fitting in int).  Each
+// geometry of native::ConvGeometry (every size >= 1, each fitting in int).  Each
 // call queues its work on `stream` of `device` with this thread's cuDNN
 // handle and returns without waiting (except a first benchmarked shape: see
 // Conv.cu).  Throws loom::Error on a cuDNN/CUDA error.
@@ -16,7 +14,7 @@
 #include <functional>
 
 #include "tensor/DType.h"
-#include "tensor/cpu/Convolution.h"
+#include "tensor/native/ConvGeometry.h"
 
 namespace loom {
 namespace cuda {
@@ -35,12 +33,12 @@ struct ConvOptions {
 };
 
 // out = conv(input, weight) (+ bias when non-null).
-void conv2d_forward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+void conv2d_forward(DType dtype, const native::ConvGeometry& g, const void* input,
                     const void* weight, const void* bias, void* out, const ConvOptions& o,
                     const WorkspaceFn& workspace);
 
 // The gradients for grad_out (N, O, OH, OW); a null output is not computed.
-void conv2d_backward(DType dtype, const cpu::ConvGeometry& g, const void* input,
+void conv2d_backward(DType dtype, const native::ConvGeometry& g, const void* input,
                      const void* weight, const void* grad_out, void* grad_input,
                      void* grad_weight, void* grad_bias, const ConvOptions& o,
                      const WorkspaceFn& workspace);

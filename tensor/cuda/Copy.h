@@ -1,4 +1,4 @@
-// CUDA copy primitives on raw pointers, for tensor/native/CudaCopy.cpp: the
+// CUDA copy primitives on raw pointers, for tensor/cuda/Copy.cpp: the
 // byte copy between host and device (cudaMemcpyAsync) and one strided-copy
 // kernel that makes any layout contiguous, or scatters into any layout.
 // Plain C++ declarations; the kernels are in Copy.cu.  Without CUDA they are

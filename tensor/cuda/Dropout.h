@@ -1,5 +1,5 @@
-// CUDA dropout launcher on raw pointers, for tensor/native/CudaNn.cpp (kernel
-// in Dropout.cu; a stub that throws without CUDA in CudaNn.cpp).
+// CUDA dropout launcher on raw pointers, for tensor/cuda/Dropout.cpp (kernel
+// in Dropout.cu).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
-// CUDA elementwise launchers on raw pointers, for tensor/native/CudaElementwise.cpp.
+// CUDA elementwise launchers on raw pointers, for tensor/cuda/Elementwise.cpp.
 //
 // Plain C++ declarations (no CUDA types), so every build can include them; the
 // kernels are in Binary.cu, Unary.cu, UnaryBackward.cu and Where.cu, the
-// shared loops in Loops.cuh.  Without CUDA, tensor/native/CudaElementwise.cpp
-// supplies stubs that throw loom::Error.
+// shared loops in Loops.cuh.  Their Tensor-level callers are in
+// Elementwise.cpp (compiled only with CUDA, like this folder's kernels).
 //
 // Every launcher reads its operands through an ElementwiseLayout: one shape
 // and, per operand, element strides over it (0 for a broadcast dim), with
@@ -23,13 +23,10 @@
 #include <cstdint>
 
 #include "tensor/DType.h"
+#include "tensor/native/BinaryOps.h"
+#include "tensor/native/UnaryOps.h"
 
 namespace loom {
-namespace native {
-enum class BinaryOp;
-enum class UnaryOp;
-enum class UnaryBackwardOp;
-}  // namespace native
 
 namespace cuda {
 
@@ -61,9 +58,10 @@ void binary(native::BinaryOp op, DType dtype, const ElementwiseLayout& layout, v
 void isclose(const ElementwiseLayout& layout, void* out, const void* a, const void* b,
              double rtol, double atol, int device, uint64_t stream);
 
-// out = op(in), both of `dtype`.
-void unary(native::UnaryOp op, DType dtype, const ElementwiseLayout& layout, void* out,
-           const void* in, int device, uint64_t stream);
+// out = op(in), both of `dtype` (one the op's dtype rule allows).
+void unary(native::UnaryOp op, const optable::UnaryArgs& args, DType dtype,
+           const ElementwiseLayout& layout, void* out, const void* in, int device,
+           uint64_t stream);
 // out = in ** exponent, both of `dtype` (not bool; an integer dtype takes the
 // exponent as a non-negative integer).
 void pow_scalar(DType dtype, const ElementwiseLayout& layout, void* out, const void* in,
@@ -74,9 +72,9 @@ void clamp(DType dtype, const ElementwiseLayout& layout, void* out, const void* 
            double min, bool has_max, double max, int device, uint64_t stream);
 
 // The fused backward kernels of Unary.h; every operand of floating `dtype`.
-void unary_backward(native::UnaryBackwardOp op, DType dtype, const ElementwiseLayout& layout,
-                    void* out, const void* grad, const void* saved, int device,
-                    uint64_t stream);
+void unary_backward(native::UnaryOp op, const optable::UnaryArgs& args, DType dtype,
+                    const ElementwiseLayout& layout, void* out, const void* grad,
+                    const void* saved, int device, uint64_t stream);
 void pow_backward(DType dtype, const ElementwiseLayout& layout, void* out, const void* grad,
                   const void* self, double exponent, int device, uint64_t stream);
 void clamp_backward(DType dtype, const ElementwiseLayout& layout, void* out, const void* grad,

@@ -1,9 +1,8 @@
-// CUDA GEMM launcher on raw pointers, for tensor/native/CudaLinalg.cpp.
+// CUDA GEMM launcher on raw pointers, for tensor/cuda/Gemm.cpp.
 //
 // Arguments are cuBLAS's (column-major); tensor/native/GemmLayout.h maps
 // loom's row-major products onto them.  Plain C++ declarations; the
-// implementation is in Gemm.cu, a stub that throws without CUDA in
-// tensor/native/CudaLinalg.cpp.
+// implementation is in Gemm.cu.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// CUDA indexing launchers on raw pointers, for tensor/native/CudaNn.cpp
-// (kernels in Index.cu; stubs that throw without CUDA in CudaNn.cpp):
+// CUDA indexing launchers on raw pointers, for tensor/cuda/Index.cpp and
+// IndexCheck.cpp (kernels in Index.cu):
 // index_select / index_add over contiguous (outer, size, inner) blocks,
 // gather / scatter_add over strided operands, and the device-side index check
 // every indexing op runs first.

@@ -1,5 +1,5 @@
-// CUDA loss launchers on raw pointers, for tensor/native/CudaNn.cpp (kernels
-// in Loss.cu; stubs that throw without CUDA in CudaNn.cpp).
+// CUDA loss launchers on raw pointers, for tensor/cuda/Loss.cpp (kernels in
+// Loss.cu).
 //
 // Class-index losses read x as a contiguous (N, C, S) block of `dtype`
 // (float32/float64), target as N * S int64 class indices (already checked to

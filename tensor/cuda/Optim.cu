@@ -8,7 +8,7 @@
 // 48 tensors x (5 pointers + numel + 2 doubles) = 3 KiB for Adam), so no
 // host-to-device copy and no synchronisation is needed.
 //
-// Each element runs optim/Update.cpp's statements in order with round-to-
+// Each element runs tensor/cpu/Optim.cpp's statements in order with round-to-
 // nearest intrinsics (__fmul_rn, __dadd_rn, ...), which nvcc never fuses into
 // FMAs; division and sqrt are the IEEE ones (nvcc's defaults without
 // --use_fast_math), so results equal the CPU's (built with -ffp-contract=off).

@@ -1,12 +1,12 @@
-// CUDA optimizer steps on raw pointers, for optim/Update.cpp (kernels in
-// Optim.cu; stubs that throw without CUDA in tensor/native/CudaNn.cpp).
+// CUDA optimizer steps on raw pointers, for tensor/cuda/Optim.cpp (kernels in
+// Optim.cu).
 //
 // Multi-tensor: one call updates `count` parameters of one dtype (float32 or
 // float64) on one device.  The pointer lists travel to the device inside the
 // kernel's argument block (kMaxListTensors per launch, as PyTorch's
 // foreach/fused kernels do), so a model's step is a handful of launches
 // instead of one per parameter.  Every buffer is contiguous with numels[k]
-// elements.  The per-element math is optim/Update.cpp's, one rounding per
+// elements.  The per-element math is the CPU kernels' (tensor/cpu/Optim.cpp), one rounding per
 // operation in the same order (the kernels use the _rn intrinsics, so nvcc
 // cannot contract a multiply and an add into an FMA), and the scalar
 // hyperparameters are rounded to the parameter's dtype as there: trajectories

@@ -39,7 +39,7 @@ __device__ __forceinline__ int64_t first_on_lattice(int64_t start, int64_t step,
 
 // out, indices (planes, OH, OW) from input (planes, H, W).
 template <typename T>
-__global__ void max_pool_forward(cpu::PoolGeometry g, const T* __restrict__ input,
+__global__ void max_pool_forward(native::PoolGeometry g, const T* __restrict__ input,
                                  T* __restrict__ out, int64_t* __restrict__ indices) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   LOOM_CUDA_GRID_STRIDE(j, g.planes * OH * OW) {
@@ -67,7 +67,7 @@ __global__ void max_pool_forward(cpu::PoolGeometry g, const T* __restrict__ inpu
 
 // grad_input (planes, H, W), zeroed, += grad_out (planes, OH, OW) at indices.
 template <typename T>
-__global__ void max_pool_backward(cpu::PoolGeometry g, const T* __restrict__ grad_out,
+__global__ void max_pool_backward(native::PoolGeometry g, const T* __restrict__ grad_out,
                                   const int64_t* __restrict__ indices, T* grad_input) {
   const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
   LOOM_CUDA_GRID_STRIDE(j, g.planes * OHW) {
@@ -82,7 +82,7 @@ struct AvgWindow {
   int64_t h0, h1, w0, w1, divisor;
 };
 
-__device__ __forceinline__ AvgWindow avg_window(const cpu::PoolGeometry& g,
+__device__ __forceinline__ AvgWindow avg_window(const native::PoolGeometry& g,
                                                 bool count_include_pad, int64_t oh, int64_t ow) {
   AvgWindow win;
   const int64_t hs = oh * g.stride_h - g.pad_h, ws = ow * g.stride_w - g.pad_w;
@@ -99,7 +99,7 @@ __device__ __forceinline__ AvgWindow avg_window(const cpu::PoolGeometry& g,
 
 // out (planes, OH, OW) from input (planes, H, W).
 template <typename T>
-__global__ void avg_pool_forward(cpu::PoolGeometry g, bool count_include_pad,
+__global__ void avg_pool_forward(native::PoolGeometry g, bool count_include_pad,
                                  const T* __restrict__ input, T* __restrict__ out) {
   const int64_t OH = g.out_h, OW = g.out_w;
   LOOM_CUDA_GRID_STRIDE(j, g.planes * OH * OW) {
@@ -120,7 +120,7 @@ __global__ void avg_pool_forward(cpu::PoolGeometry g, bool count_include_pad,
 // grad_input (planes, H, W) from grad_out (planes, OH, OW): each input
 // element sums the windows with hs <= h < hs + kernel (and likewise in w).
 template <typename T>
-__global__ void avg_pool_backward(cpu::PoolGeometry g, bool count_include_pad,
+__global__ void avg_pool_backward(native::PoolGeometry g, bool count_include_pad,
                                   const T* __restrict__ grad_out, T* __restrict__ grad_input) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   LOOM_CUDA_GRID_STRIDE(j, g.planes * H * W) {
@@ -151,7 +151,7 @@ __device__ __forceinline__ int64_t adaptive_end(int64_t i, int64_t in, int64_t o
 
 // out (planes, OH, OW) from input (planes, H, W).
 template <typename T>
-__global__ void adaptive_avg_forward(cpu::PoolGeometry g, const T* __restrict__ input,
+__global__ void adaptive_avg_forward(native::PoolGeometry g, const T* __restrict__ input,
                                      T* __restrict__ out) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   LOOM_CUDA_GRID_STRIDE(j, g.planes * OH * OW) {
@@ -169,7 +169,7 @@ __global__ void adaptive_avg_forward(cpu::PoolGeometry g, const T* __restrict__ 
 // grad_input (planes, H, W): input row h lies in the windows of outputs
 // floor(h * OH / H) .. ceil((h + 1) * OH / H) - 1 (likewise for columns).
 template <typename T>
-__global__ void adaptive_avg_backward(cpu::PoolGeometry g, const T* __restrict__ grad_out,
+__global__ void adaptive_avg_backward(native::PoolGeometry g, const T* __restrict__ grad_out,
                                       T* __restrict__ grad_input) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   LOOM_CUDA_GRID_STRIDE(j, g.planes * H * W) {
@@ -201,12 +201,12 @@ void launch(DType dtype, const char* what, int device, uint64_t stream, Fn&& fn)
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
-int64_t out_count(const cpu::PoolGeometry& g) { return g.planes * g.out_h * g.out_w; }
-int64_t in_count(const cpu::PoolGeometry& g) { return g.planes * g.height * g.width; }
+int64_t out_count(const native::PoolGeometry& g) { return g.planes * g.out_h * g.out_w; }
+int64_t in_count(const native::PoolGeometry& g) { return g.planes * g.height * g.width; }
 
 }  // namespace
 
-void max_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* input, void* out,
+void max_pool2d_forward(DType dtype, const native::PoolGeometry& g, const void* input, void* out,
                         int64_t* indices, int device, uint64_t stream) {
   const int64_t n = out_count(g);
   if (n == 0) return;
@@ -217,7 +217,7 @@ void max_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* inp
   });
 }
 
-void max_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* grad_out,
+void max_pool2d_backward(DType dtype, const native::PoolGeometry& g, const void* grad_out,
                          const int64_t* indices, void* grad_input, int device, uint64_t stream) {
   const int64_t n = out_count(g);
   launch(dtype, "max_pool2d_backward", device, stream, [&](auto tag, cudaStream_t s) {
@@ -230,7 +230,7 @@ void max_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* gr
   });
 }
 
-void avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, bool count_include_pad,
+void avg_pool2d_forward(DType dtype, const native::PoolGeometry& g, bool count_include_pad,
                         const void* input, void* out, int device, uint64_t stream) {
   const int64_t n = out_count(g);
   if (n == 0) return;
@@ -241,7 +241,7 @@ void avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, bool count_incl
   });
 }
 
-void avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, bool count_include_pad,
+void avg_pool2d_backward(DType dtype, const native::PoolGeometry& g, bool count_include_pad,
                          const void* grad_out, void* grad_input, int device, uint64_t stream) {
   const int64_t n = in_count(g);
   if (n == 0) return;
@@ -252,7 +252,7 @@ void avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, bool count_inc
   });
 }
 
-void adaptive_avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* input,
+void adaptive_avg_pool2d_forward(DType dtype, const native::PoolGeometry& g, const void* input,
                                  void* out, int device, uint64_t stream) {
   const int64_t n = out_count(g);
   if (n == 0) return;
@@ -263,7 +263,7 @@ void adaptive_avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const 
   });
 }
 
-void adaptive_avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* grad_out,
+void adaptive_avg_pool2d_backward(DType dtype, const native::PoolGeometry& g, const void* grad_out,
                                   void* grad_input, int device, uint64_t stream) {
   const int64_t n = in_count(g);
   if (n == 0) return;

@@ -1,6 +1,5 @@
-// CUDA pooling launchers on raw pointers, for tensor/native/CudaPooling.cpp.
-// Plain C++ declarations; kernels in Pooling.cu, stubs that throw without
-// CUDA in CudaPooling.cpp.
+// CUDA pooling launchers on raw pointers, for tensor/cuda/Pooling.cpp.
+// Plain C++ declarations; kernels in Pooling.cu.
 //
 // Same contract as the CPU kernels (tensor/cpu/Pooling.h): contiguous
 // (planes, H, W) in, (planes, OH, OW) out, float32 or float64; max-pool
@@ -12,24 +11,24 @@
 #include <cstdint>
 
 #include "tensor/DType.h"
-#include "tensor/cpu/Pooling.h"
+#include "tensor/native/PoolGeometry.h"
 
 namespace loom {
 namespace cuda {
 
-void max_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* input, void* out,
+void max_pool2d_forward(DType dtype, const native::PoolGeometry& g, const void* input, void* out,
                         int64_t* indices, int device, uint64_t stream);
-void max_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* grad_out,
+void max_pool2d_backward(DType dtype, const native::PoolGeometry& g, const void* grad_out,
                          const int64_t* indices, void* grad_input, int device, uint64_t stream);
 
-void avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, bool count_include_pad,
+void avg_pool2d_forward(DType dtype, const native::PoolGeometry& g, bool count_include_pad,
                         const void* input, void* out, int device, uint64_t stream);
-void avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, bool count_include_pad,
+void avg_pool2d_backward(DType dtype, const native::PoolGeometry& g, bool count_include_pad,
                          const void* grad_out, void* grad_input, int device, uint64_t stream);
 
-void adaptive_avg_pool2d_forward(DType dtype, const cpu::PoolGeometry& g, const void* input,
+void adaptive_avg_pool2d_forward(DType dtype, const native::PoolGeometry& g, const void* input,
                                  void* out, int device, uint64_t stream);
-void adaptive_avg_pool2d_backward(DType dtype, const cpu::PoolGeometry& g, const void* grad_out,
+void adaptive_avg_pool2d_backward(DType dtype, const native::PoolGeometry& g, const void* grad_out,
                                   void* grad_input, int device, uint64_t stream);
 
 }  // namespace cuda

@@ -1,10 +1,9 @@
-// CUDA reduction launchers on raw pointers, for tensor/native/CudaReduce.cpp.
+// CUDA reduction launchers on raw pointers, for tensor/cuda/Reduce.cpp.
 //
 // Every reduction reads a contiguous (outer, reduce, inner) block `src` (a
 // native::ReduceView) and writes outer * inner outputs in row-major (outer,
 // inner) order: output (o, i) reduces src[o, :, i].  Plain C++ declarations;
-// the kernels are in Reduce.cu, stubs that throw loom::Error without CUDA in
-// tensor/native/CudaReduce.cpp.
+// the kernels are in Reduce.cu.
 //
 // Each call queues kernels on stream `stream` (a cudaStream_t as an integer, 0
 // for the legacy default stream) of CUDA device `device`, checks the launch

@@ -1,6 +1,5 @@
 // CUDA softmax / log_softmax launchers on raw pointers, for
-// tensor/native/CudaNn.cpp (kernels in Softmax.cu; stubs that throw without
-// CUDA in CudaNn.cpp).
+// tensor/cuda/Softmax.cpp (kernels in Softmax.cu).
 //
 // Every buffer is a contiguous (outer, D, inner) block of `dtype` (float32 or
 // float64), softmax taken along D.  Each call queues kernels on stream

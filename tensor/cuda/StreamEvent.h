@@ -1,6 +1,6 @@
 // CUDA stream and event primitives on opaque handles, for tensor/Stream.cpp
 // (loom's Stream/Event over cudaStream_t/cudaEvent_t) and the copy contract
-// of tensor/native/CudaCopy.cpp.  Plain C++ declarations; defined in
+// of tensor/cuda/Copy.cpp.  Plain C++ declarations; defined in
 // StreamEvent.cu.  Without CUDA they are stubs that throw loom::Error
 // (tensor/CudaRuntime.cpp).
 //

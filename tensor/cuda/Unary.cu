@@ -1,14 +1,14 @@
 // CUDA kernels for native::unary / unary_, pow with a scalar exponent and
-// clamp (see Elementwise.h).  The per-element rules are the CPU kernel's
-// (tensor/cpu/Unary.cpp): the transcendental ops only for float32/float64
-// (the native layer converts integers first), neg/abs/sign/relu for every
-// numeric dtype, sign the identity on bool; relu and clamp let nan through.
+// clamp (see Elementwise.h).  The unary ops' per-element rules are the
+// table's (tensor/native/UnaryOps.h), the same functors the CPU runs,
+// instantiated for the dtypes each op's rule allows; pow and clamp keep the
+// CPU kernel's special cases so both round alike.
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
 #include "tensor/cuda/Loops.cuh"
-#include "tensor/native/Unary.h"
+#include "tensor/native/UnaryOps.h"
 
 namespace loom {
 namespace cuda {
@@ -16,59 +16,11 @@ namespace {
 
 using native::UnaryOp;
 
-template <typename T>
-struct NegF {
-  __device__ T operator()(T x) const { return static_cast<T>(-x); }
-};
-template <typename T>
-struct AbsF {
-  __device__ T operator()(T x) const {
-    if constexpr (std::is_floating_point<T>::value) return ::fabs(x);
-    else if constexpr (std::is_unsigned<T>::value) return x;
-    else return x < T(0) ? static_cast<T>(-x) : x;
-  }
-};
-// -1, 0 or 1; nan gives 0 (both comparisons fail), as on the CPU.
-template <typename T>
-struct SignF {
-  __device__ T operator()(T x) const {
-    if constexpr (std::is_unsigned<T>::value) return static_cast<T>(x > 0);
-    else return static_cast<T>((T(0) < x) - (x < T(0)));
-  }
-};
-template <typename T>
-struct ReluF {
-  __device__ T operator()(T x) const {
-    if constexpr (std::is_unsigned<T>::value) return x;
-    else return x < T(0) ? T(0) : x;
-  }
-};
-template <typename T>
-struct ExpF {
-  __device__ T operator()(T x) const { return ::exp(x); }
-};
-template <typename T>
-struct LogF {
-  __device__ T operator()(T x) const { return ::log(x); }
-};
-template <typename T>
-struct SqrtF {
-  __device__ T operator()(T x) const { return ::sqrt(x); }
-};
-template <typename T>
-struct RsqrtF {
-  __device__ T operator()(T x) const { return T(1) / ::sqrt(x); }
-};
-template <typename T>
-struct SigmoidF {
-  __device__ T operator()(T x) const { return T(1) / (T(1) + ::exp(-x)); }
-};
-template <typename T>
-struct TanhF {
-  __device__ T operator()(T x) const { return ::tanh(x); }
-};
-struct IdentityF {
-  __device__ bool operator()(bool x) const { return x; }
+// Op::forward of the unary table as a device functor.
+template <typename Op, typename T>
+struct ForwardF {
+  Op op;
+  __device__ T operator()(T x) const { return op.template forward<T>(x); }
 };
 
 template <typename T>
@@ -138,51 +90,22 @@ struct Launch {
   }
 };
 
-template <typename T>
-void floating_unary(UnaryOp op, const Launch& l) {
-  switch (op) {
-    case UnaryOp::kNeg: return l.run<T>(NegF<T>{});
-    case UnaryOp::kAbs: return l.run<T>(AbsF<T>{});
-    case UnaryOp::kSign: return l.run<T>(SignF<T>{});
-    case UnaryOp::kRelu: return l.run<T>(ReluF<T>{});
-    case UnaryOp::kExp: return l.run<T>(ExpF<T>{});
-    case UnaryOp::kLog: return l.run<T>(LogF<T>{});
-    case UnaryOp::kSqrt: return l.run<T>(SqrtF<T>{});
-    case UnaryOp::kRsqrt: return l.run<T>(RsqrtF<T>{});
-    case UnaryOp::kSigmoid: return l.run<T>(SigmoidF<T>{});
-    case UnaryOp::kTanh: return l.run<T>(TanhF<T>{});
-  }
-  LOOM_FAIL("cuda::unary: unknown op ", static_cast<int>(op));
-}
-
-template <typename T>
-void integral_unary(UnaryOp op, const Launch& l) {
-  switch (op) {
-    case UnaryOp::kNeg: return l.run<T>(NegF<T>{});
-    case UnaryOp::kAbs: return l.run<T>(AbsF<T>{});
-    case UnaryOp::kSign: return l.run<T>(SignF<T>{});
-    case UnaryOp::kRelu: return l.run<T>(ReluF<T>{});
-    default: break;
-  }
-  LOOM_FAIL("cuda::unary: ", native::unary_op_name(op), " expects a floating tensor");
-}
-
 }  // namespace
 
-void unary(UnaryOp op, DType dtype, const ElementwiseLayout& layout, void* out, const void* in,
-           int device, uint64_t stream) {
+void unary(UnaryOp id, const optable::UnaryArgs& args, DType dtype, const ElementwiseLayout& layout,
+           void* out, const void* in, int device, uint64_t stream) {
   const Launch l{layout, out, in, device, stream};
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point<T>::value) {
-      floating_unary<T>(op, l);
-    } else if constexpr (std::is_same<T, bool>::value) {
-      LOOM_CHECK(op == UnaryOp::kSign, "cuda::unary: ", native::unary_op_name(op),
-                 " is not supported for bool tensors");
-      l.run<bool>(IdentityF{});
-    } else {
-      integral_unary<T>(op, l);
-    }
+  native::visit_unary_op(id, [&](auto op_tag) {
+    using Op = typename decltype(op_tag)::type;
+    const Op op = optable::make_op<Op>(args);
+    dispatch_dtype(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (optable::unary_accepts<Op, T>()) {
+        l.run<T>(ForwardF<Op, T>{op});
+      } else {
+        LOOM_FAIL("cuda::unary: ", Op::name, " has no kernel for ", dtype_name(dtype));
+      }
+    });
   });
 }
 
@@ -196,8 +119,8 @@ void pow_scalar(DType dtype, const ElementwiseLayout& layout, void* out, const v
       if (e == 2) return l.run<T>(SquareF<T>{});
       if (e == 3) return l.run<T>(CubeF<T>{});
       if (e == -1) return l.run<T>(ReciprocalF<T>{});
-      if (e == 0.5) return l.run<T>(SqrtF<T>{});
-      if (e == -0.5) return l.run<T>(RsqrtF<T>{});
+      if (e == 0.5) return l.run<T>(ForwardF<optable::Sqrt, T>{});
+      if (e == -0.5) return l.run<T>(ForwardF<optable::Rsqrt, T>{});
       l.run<T>(PowScalarF<T>{static_cast<T>(e)});
     } else {
       LOOM_CHECK(e >= 0, "cuda::pow_scalar: negative integer exponent ", e);

@@ -1,42 +1,22 @@
 // CUDA kernels for the fused backward rules of tensor/native/Unary.h
 // (unary_backward, pow_backward, clamp_backward; see Elementwise.h).  Floating
-// dtypes only; the formulas are the CPU kernel's (tensor/cpu/Unary.cpp).
+// dtypes only; the unary ops' formulas are the table's (UnaryOps.h), pow's
+// and clamp's the CPU kernel's (tensor/cpu/Unary.cpp).
 #include <limits>
 #include <type_traits>
 
 #include "tensor/cuda/Loops.cuh"
-#include "tensor/native/Unary.h"
+#include "tensor/native/UnaryOps.h"
 
 namespace loom {
 namespace cuda {
 namespace {
 
-using native::UnaryBackwardOp;
-
-// saved = output y for relu, sigmoid, tanh, sqrt, rsqrt; the input x for abs.
-template <typename T>
-struct ReluBackF {
-  __device__ T operator()(T g, T y) const { return y > T(0) ? g : T(0); }
-};
-template <typename T>
-struct SigmoidBackF {
-  __device__ T operator()(T g, T y) const { return g * y * (T(1) - y); }
-};
-template <typename T>
-struct TanhBackF {
-  __device__ T operator()(T g, T y) const { return g * (T(1) - y * y); }
-};
-template <typename T>
-struct SqrtBackF {
-  __device__ T operator()(T g, T y) const { return g / (T(2) * y); }
-};
-template <typename T>
-struct RsqrtBackF {
-  __device__ T operator()(T g, T y) const { return T(-0.5) * g * y * y * y; }
-};
-template <typename T>
-struct AbsBackF {
-  __device__ T operator()(T g, T x) const { return x > T(0) ? g : (x < T(0) ? -g : T(0)); }
+// Op::backward of the unary table as a device functor: (grad, saved) -> grad.
+template <typename Op, typename T>
+struct BackwardF {
+  Op op;
+  __device__ T operator()(T g, T s) const { return op.template backward<T>(g, s); }
 };
 
 // grad * e * x^(e - 1), with the CPU kernel's exact cases.
@@ -77,20 +57,17 @@ struct Launch {
 
 }  // namespace
 
-void unary_backward(UnaryBackwardOp op, DType dtype, const ElementwiseLayout& layout, void* out,
-                    const void* grad, const void* saved, int device, uint64_t stream) {
+void unary_backward(native::UnaryOp id, const optable::UnaryArgs& args, DType dtype,
+                    const ElementwiseLayout& layout, void* out, const void* grad,
+                    const void* saved, int device, uint64_t stream) {
   const Launch l{layout, out, grad, saved, device, stream};
-  dispatch_floating(dtype, "cuda::unary_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    switch (op) {
-      case UnaryBackwardOp::kRelu: return l.run<T>(ReluBackF<T>{});
-      case UnaryBackwardOp::kSigmoid: return l.run<T>(SigmoidBackF<T>{});
-      case UnaryBackwardOp::kTanh: return l.run<T>(TanhBackF<T>{});
-      case UnaryBackwardOp::kSqrt: return l.run<T>(SqrtBackF<T>{});
-      case UnaryBackwardOp::kRsqrt: return l.run<T>(RsqrtBackF<T>{});
-      case UnaryBackwardOp::kAbs: return l.run<T>(AbsBackF<T>{});
-    }
-    LOOM_FAIL("cuda::unary_backward: unknown op ", static_cast<int>(op));
+  native::visit_unary_op(id, [&](auto op_tag) {
+    using Op = typename decltype(op_tag)::type;
+    const Op op = optable::make_op<Op>(args);
+    dispatch_floating(dtype, "cuda::unary_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      l.run<T>(BackwardF<Op, T>{op});
+    });
   });
 }
 

@@ -8,26 +8,24 @@
 namespace loom {
 namespace native {
 
+DispatchStub<BinaryKernel> binary_stub("binary");
+DispatchStub<IscloseKernel> isclose_stub("isclose");
+
+namespace {
+optable::BinaryDType rule_of(BinaryOp op) {
+  optable::BinaryDType rule = optable::BinaryDType::kPromote;
+  visit_binary_op(op, [&](auto tag) { rule = decltype(tag)::type::dtype; });
+  return rule;
+}
+}  // namespace
+
 const char* binary_op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::kAdd: return "add";
-    case BinaryOp::kSub: return "sub";
-    case BinaryOp::kMul: return "mul";
-    case BinaryOp::kDiv: return "div";
-    case BinaryOp::kPow: return "pow";
-    case BinaryOp::kMaximum: return "maximum";
-    case BinaryOp::kMinimum: return "minimum";
-    case BinaryOp::kEq: return "eq";
-    case BinaryOp::kNe: return "ne";
-    case BinaryOp::kLt: return "lt";
-    case BinaryOp::kLe: return "le";
-    case BinaryOp::kGt: return "gt";
-    case BinaryOp::kGe: return "ge";
-  }
-  return "binary";
+  const char* name = "binary";
+  visit_binary_op(op, [&](auto tag) { name = decltype(tag)::type::name; });
+  return name;
 }
 
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::kEq; }
+bool is_comparison(BinaryOp op) { return rule_of(op) == optable::BinaryDType::kCompare; }
 
 DType promoted_dtype(const Tensor& a, const Tensor& b) {
   const bool a_scalar = a.dim() == 0, b_scalar = b.dim() == 0;
@@ -52,8 +50,9 @@ int dtype_category(DType d) { return d == kBool ? 0 : (is_floating_point(d) ? 2 
 
 // Bool tensors only support comparisons and the logical mul/maximum/minimum.
 void check_bool_arithmetic(BinaryOp op, DType compute, const Tensor& a, const Tensor& b) {
-  LOOM_CHECK(compute != kBool || is_comparison(op) || op == BinaryOp::kMaximum ||
-                 op == BinaryOp::kMinimum || op == BinaryOp::kMul,
+  const optable::BinaryDType rule = rule_of(op);
+  LOOM_CHECK(compute != kBool || rule == optable::BinaryDType::kCompare ||
+                 rule == optable::BinaryDType::kLogicalBool,
              binary_op_name(op), ": not supported for bool tensors (got ", a.describe(), " and ",
              b.describe(), "); convert with .to(kInt64) first");
 }
@@ -62,7 +61,7 @@ void check_bool_arithmetic(BinaryOp op, DType compute, const Tensor& a, const Te
 DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (is_comparison(op)) return kBool;
   const DType d = promoted_dtype(a, b);
-  if (op == BinaryOp::kDiv && !is_floating_point(d)) return kFloat32;
+  if (rule_of(op) == optable::BinaryDType::kToFloat && !is_floating_point(d)) return kFloat32;
   return d;
 }
 
@@ -93,15 +92,12 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   check_kernel_device(name, a);
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType compute = promoted_dtype(a, b);
-  if (op == BinaryOp::kDiv && !is_floating_point(compute)) compute = kFloat32;
+  if (rule_of(op) == optable::BinaryDType::kToFloat && !is_floating_point(compute)) compute = kFloat32;
   check_bool_arithmetic(op, compute, a, b);
   Tensor out = empty(shape, TensorOptions(result_dtype(op, a, b)).device(a.device()));
   const Tensor ea = expand_to(to(a, a.device(), compute), shape);
   const Tensor eb = expand_to(to(b, b.device(), compute), shape);
-  if (out.is_cuda())
-    cuda::binary_kernel(op, out, ea, eb, alpha);
-  else
-    cpu::binary_kernel(op, out, ea, eb, alpha);
+  binary_stub(out.device(), op, out, ea, eb, alpha);
   return out;
 }
 
@@ -125,10 +121,7 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
              dtype_name(self.dtype()));
   Tensor o = expand_to(to(other, other.device(), self.dtype()), shape);
   if (o.storage().is_alias_of(self.storage())) o = clone(o);
-  if (self.is_cuda())
-    cuda::binary_kernel(op, self, self, o, alpha);
-  else
-    cpu::binary_kernel(op, self, self, o, alpha);
+  binary_stub(self.device(), op, self, self, o, alpha);
   self.bump_version();
 }
 
@@ -143,10 +136,7 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   Tensor out = empty(shape, TensorOptions(kBool).device(a.device()));
   const Tensor ea = expand_to(to(a, a.device(), kFloat64), shape);
   const Tensor eb = expand_to(to(b, b.device(), kFloat64), shape);
-  if (out.is_cuda())
-    cuda::isclose_kernel(out, ea, eb, rtol, atol);
-  else
-    cpu::isclose_kernel(out, ea, eb, rtol, atol);
+  isclose_stub(out.device(), out, ea, eb, rtol, atol);
   return out;
 }
 

@@ -1,30 +1,22 @@
-// Raw binary elementwise ops: broadcasting, type promotion and device checks
-// here; the per-element work in the backend's kernel (tensor/cpu/Binary.cpp,
-// or tensor/cuda/Binary.cu for CUDA tensors).  Every dtype runs on both.
+// Raw binary elementwise ops, the ops of the binary table (BinaryOps.h: add,
+// sub, mul, div, pow, maximum, minimum and the comparisons): broadcasting,
+// type promotion and device checks here; the per-element work in the
+// backends' kernels (tensor/cpu/Binary.cpp, tensor/cuda/Binary.cu), reached
+// through the dispatch slots below.  Every dtype runs on both.
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/native/BinaryOps.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
 
-enum class BinaryOp {
-  kAdd,  // a + alpha * b
-  kSub,  // a - alpha * b
-  kMul,
-  kDiv,
-  kPow,
-  kMaximum,
-  kMinimum,
-  kEq,
-  kNe,
-  kLt,
-  kLe,
-  kGt,
-  kGe,
-};
+using optable::BinaryArgs;
 
+// The op's name in the table ("add", "maximum", "ge", ...).
 const char* binary_op_name(BinaryOp op);
+// Whether the op compares (a bool result, no gradient).
 bool is_comparison(BinaryOp op);
 // The dtype two operands compute in under PyTorch's promotion rules: the
 // wider of the two, except that a 0-dim operand only counts when it is of a
@@ -54,24 +46,16 @@ Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol);
 // Whether every element of a bool tensor is true (true when empty).
 bool all_true(const Tensor& t);
 
-}  // namespace native
-
-namespace cpu {
+// ---- kernels (one slot per device type) -----------------------------------------
 // out = a op b; all three already of out's shape; a and b of `compute` dtype.
-void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
-                   Scalar alpha);
+using BinaryKernel = void (*)(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
+                              Scalar alpha);
 // out (bool) = isclose(a, b); a and b float64 of out's shape.
-void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
-                    double atol);
-}  // namespace cpu
+using IscloseKernel = void (*)(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
+                               double atol);
 
-namespace cuda {
-// The same kernels for tensors on one CUDA device (tensor/native/CudaElementwise.cpp),
-// queued on its current stream.  Operands may have any strides (stride 0 for
-// broadcast dims).
-void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
-                   Scalar alpha);
-void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
-                    double atol);
-}  // namespace cuda
+extern DispatchStub<BinaryKernel> binary_stub;
+extern DispatchStub<IscloseKernel> isclose_stub;
+
+}  // namespace native
 }  // namespace loom

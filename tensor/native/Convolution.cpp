@@ -2,12 +2,15 @@
 
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
-#include "tensor/cpu/Convolution.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/Views.h"
 
 namespace loom {
 namespace native {
+
+DispatchStub<Conv2dForwardKernel> conv2d_forward_stub("conv2d");
+DispatchStub<Conv2dBackwardKernel> conv2d_backward_stub("conv2d_backward");
+
 namespace {
 
 IntList pair_arg(const IntList& v, const char* name) {
@@ -17,7 +20,7 @@ IntList pair_arg(const IntList& v, const char* name) {
 }
 
 // Checks the arguments and returns the geometry for a 4-D input.
-cpu::ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
+ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                 const IntList& stride_arg, const IntList& padding_arg,
                                 const IntList& dilation_arg, int64_t groups) {
   check_defined("conv2d", input, "input");
@@ -45,7 +48,7 @@ cpu::ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const
              shape_str(dilation));
   LOOM_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
   const bool batched = input.dim() == 4;
-  cpu::ConvGeometry g;
+  ConvGeometry g;
   g.batch = batched ? input.size(0) : 1;
   g.in_channels = input.size(-3);
   g.height = input.size(-2);
@@ -88,7 +91,7 @@ cpu::ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const
   return g;
 }
 
-IntList output_shape(const cpu::ConvGeometry& g, bool batched) {
+IntList output_shape(const ConvGeometry& g, bool batched) {
   if (batched) return {g.batch, g.out_channels, g.out_h, g.out_w};
   return {g.out_channels, g.out_h, g.out_w};
 }
@@ -97,23 +100,13 @@ IntList output_shape(const cpu::ConvGeometry& g, bool batched) {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
               IntList padding, IntList dilation, int64_t groups) {
-  const cpu::ConvGeometry g =
+  const ConvGeometry g =
       conv_geometry(input, weight, bias, stride, padding, dilation, groups);
   Tensor out = empty(output_shape(g, input.dim() == 4),
                      TensorOptions(input.dtype()).device(input.device()));
   const Tensor x = contiguous(input), w = contiguous(weight);
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
-  if (input.is_cuda()) {
-    cuda::conv2d_forward_kernel(g, x, w, b, out);
-    return out;
-  }
-  dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::conv2d_forward<T>(g, static_cast<const T*>(x.data_ptr()),
-                           static_cast<const T*>(w.data_ptr()),
-                           b.defined() ? static_cast<const T*>(b.data_ptr()) : nullptr,
-                           static_cast<T*>(out.data_ptr()));
-  });
+  conv2d_forward_stub(input.device(), g, x, w, b, out);
   return out;
 }
 
@@ -121,7 +114,7 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      IntList stride, IntList padding, IntList dilation, int64_t groups,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias) {
-  const cpu::ConvGeometry g =
+  const ConvGeometry g =
       conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups);
   const IntList out_shape = output_shape(g, input.dim() == 4);
   LOOM_CHECK(grad_output.sizes() == out_shape, "conv2d_backward: expected grad_output of shape ",
@@ -133,19 +126,8 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
   if (need_weight) grad_weight = empty(weight.sizes(), options);
   if (need_bias) grad_bias = empty({g.out_channels}, options);
   if (!need_input && !need_weight && !need_bias) return;
-  if (input.is_cuda()) {
-    cuda::conv2d_backward_kernel(g, x, w, go, need_input ? grad_input : Tensor(),
-                                 need_weight ? grad_weight : Tensor(),
-                                 need_bias ? grad_bias : Tensor());
-    return;
-  }
-  dispatch_floating(input.dtype(), "conv2d_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
-    cpu::conv2d_backward<T>(g, ptr(x), ptr(w), ptr(go), need_input ? ptr(grad_input) : nullptr,
-                            need_weight ? ptr(grad_weight) : nullptr,
-                            need_bias ? ptr(grad_bias) : nullptr);
-  });
+  conv2d_backward_stub(input.device(), g, x, w, go, need_input ? grad_input : Tensor(),
+                       need_weight ? grad_weight : Tensor(), need_bias ? grad_bias : Tensor());
 }
 
 }  // namespace native

@@ -3,12 +3,10 @@
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/native/ConvGeometry.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
-namespace cpu {
-struct ConvGeometry;
-}  // namespace cpu
-
 namespace native {
 
 // input (N, C, H, W) or unbatched (C, H, W); weight (O, C / groups, kh, kw);
@@ -24,21 +22,19 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias);
 
-}  // namespace native
+// ---- kernels (one slot per device type) -----------------------------------------
+// Contiguous NCHW tensors shaped by g: out = conv(input, weight) (+ bias
+// when defined).
+using Conv2dForwardKernel = void (*)(const ConvGeometry& g, const Tensor& input,
+                                     const Tensor& weight, const Tensor& bias, const Tensor& out);
+// The gradients for grad_output; an undefined output is not wanted.
+using Conv2dBackwardKernel = void (*)(const ConvGeometry& g, const Tensor& input,
+                                      const Tensor& weight, const Tensor& grad_output,
+                                      const Tensor& grad_input, const Tensor& grad_weight,
+                                      const Tensor& grad_bias);
 
-namespace cuda {
-// The CUDA backend of conv2d (tensor/native/CudaConvolution.cpp, cuDNN via
-// tensor/cuda/Conv.cu), for contiguous NCHW tensors of one floating dtype on
-// one CUDA device shaped by g: input (N, C, H, W), weight (O, C/groups, kh,
-// kw), bias (O) or undefined, out / grad_output (N, O, OH, OW).  Empty
-// shapes are handled here (cuDNN rejects zero sizes).  The backward writes
-// each defined gradient (overwriting it) and skips undefined ones.  TF32 and
-// algorithm search per cuda::cudnn_allow_tf32() / cudnn_benchmark().
-void conv2d_forward_kernel(const cpu::ConvGeometry& g, const Tensor& input, const Tensor& weight,
-                           const Tensor& bias, const Tensor& out);
-void conv2d_backward_kernel(const cpu::ConvGeometry& g, const Tensor& input,
-                            const Tensor& weight, const Tensor& grad_output,
-                            const Tensor& grad_input, const Tensor& grad_weight,
-                            const Tensor& grad_bias);
-}  // namespace cuda
+extern DispatchStub<Conv2dForwardKernel> conv2d_forward_stub;
+extern DispatchStub<Conv2dBackwardKernel> conv2d_backward_stub;
+
+}  // namespace native
 }  // namespace loom

@@ -1,15 +1,13 @@
 #include "tensor/native/Copy.h"
 
-#include <cstring>
-
-#include "tensor/CudaRuntime.h"
 #include "tensor/Factory.h"
-#include "tensor/cpu/Loops.h"
-#include "tensor/native/CudaCopy.h"
 #include "tensor/native/Views.h"
 
 namespace loom {
 namespace native {
+
+DispatchStub<CopyKernel> copy_stub("copy_");
+DispatchStub<FillKernel> fill_stub("fill_");
 
 void check_defined(const char* op, const Tensor& t, const char* name) {
   LOOM_CHECK(t.defined(), op, ": argument '", name, "' is an undefined tensor");
@@ -24,27 +22,9 @@ void check_same_device(const char* op, const Tensor& a, const char* a_name, cons
              b_name, "'); move one with .to(device)");
 }
 
-void check_kernel_device(const char* op, const Tensor& t) {
-  if (t.is_cuda()) cuda::check_device(t.device().index, op);
-}
+void check_kernel_device(const char* op, const Tensor& t) { check_device_usable(t.device(), op); }
 
 namespace {
-
-// CPU-to-CPU copy with conversion; both tensors may be on any CPU logical device.
-void copy_cpu(const Tensor& dst, const Tensor& src) {
-  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous() &&
-      dst.sizes() == src.sizes()) {
-    if (dst.nbytes() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
-    return;
-  }
-  dispatch_dtype(dst.dtype(), [&](auto dtag) {
-    using D = typename decltype(dtag)::type;
-    dispatch_dtype(src.dtype(), [&](auto stag) {
-      using S = typename decltype(stag)::type;
-      cpu::map<D, S>(dst, {&src}, [](S v) { return static_cast<D>(v); });
-    });
-  });
-}
 
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (!a.storage().is_alias_of(b.storage()) || a.numel() == 0 || b.numel() == 0) return false;
@@ -60,10 +40,8 @@ void copy_(const Tensor& dst, const Tensor& src, bool non_blocking) {
   if (s.sizes() != dst.sizes()) s = expand(s, dst.sizes());
   if (overlaps(dst, s) && !(dst.is_same(s))) s = clone(s);
   if (dst.is_same(src)) return;
-  if (dst.is_cpu() && s.is_cpu())
-    copy_cpu(dst, s);
-  else
-    copy_cuda_(dst, s, non_blocking);
+  // The CUDA kernel takes every copy a CUDA device is part of.
+  copy_stub(dst.is_cpu() ? s.device() : dst.device(), dst, s, non_blocking);
   dst.bump_version();
 }
 
@@ -82,7 +60,7 @@ Tensor contiguous(const Tensor& src) {
 Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking) {
   check_defined("to", src, "self");
   if (src.device() == device && src.dtype() == dtype) return src;
-  if (device.is_cuda()) cuda::check_device(device.index, "to");
+  check_device_usable(device, "to");
   Tensor out = empty(src.sizes(), TensorOptions(dtype).device(device));
   copy_(out, src, non_blocking);
   return out;
@@ -90,16 +68,7 @@ Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking) {
 
 void fill_(const Tensor& t, Scalar value) {
   check_defined("fill_", t, "self");
-  if (t.is_cuda()) {
-    fill_cuda_(t, value);
-    t.bump_version();
-    return;
-  }
-  dispatch_dtype(t.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T v = static_cast<T>(value.to_double());
-    cpu::map<T>(t, {}, [v]() { return v; });
-  });
+  fill_stub(t.device(), t, value);
   t.bump_version();
 }
 

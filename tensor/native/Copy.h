@@ -3,12 +3,13 @@
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
 
 // Copies src into dst: src broadcast to dst's shape, converted to dst's dtype,
-// across devices (CUDA cases: tensor/native/CudaCopy.h, which says when
+// across devices (CUDA cases: tensor/cuda/Copy.cpp, which says when
 // non_blocking makes a host<->GPU copy asynchronous).  Bumps dst's version.
 void copy_(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 // A new contiguous tensor with the same values.
@@ -33,6 +34,17 @@ void check_same_device(const char* op, const Tensor& a, const char* a_name, cons
 void check_kernel_device(const char* op, const Tensor& t);
 // Throws unless t is defined, naming the op and argument.
 void check_defined(const char* op, const Tensor& t, const char* name);
+
+// ---- kernels (one slot per device type) -----------------------------------------
+// dst <- src converted to dst's dtype; one shape, any layouts, no overlap.
+// The slot is chosen by the CUDA device among the two when there is one (the
+// CUDA kernel does every copy with a GPU in it), else the CPU's.
+using CopyKernel = void (*)(const Tensor& dst, const Tensor& src, bool non_blocking);
+// Every element of t <- value converted to t's dtype.
+using FillKernel = void (*)(const Tensor& t, Scalar value);
+
+extern DispatchStub<CopyKernel> copy_stub;
+extern DispatchStub<FillKernel> fill_stub;
 
 }  // namespace native
 }  // namespace loom

@@ -3,18 +3,16 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tensor/CudaRuntime.h"
 #include "tensor/Error.h"
 
 namespace loom {
 namespace native {
 
-void missing_kernel(const char* op, DeviceType type) {
-  if (type == DeviceType::kCUDA && !cuda::built_with_cuda())
-    LOOM_FAIL(op, ": loom was built without CUDA (no toolkit found at build time, or "
-              "LOOM_DISABLE_CUDA=1), so CUDA tensors cannot run; move them to the CPU with "
-              ".to(kCPU)");
-  LOOM_FAIL(op, " is not implemented for ", (type == DeviceType::kCUDA ? "CUDA" : "CPU"), " tensors");
+void missing_kernel(const char* op, Device device) {
+  // A build without CUDA, or a device that is not there, says so first.
+  check_device_usable(device, op);
+  LOOM_FAIL(op, " is not implemented for ", device.type == DeviceType::kCUDA ? "CUDA" : "CPU",
+            " tensors (got a tensor on ", device.str(), ")");
 }
 
 void duplicate_kernel(const char* op, DeviceType type) {

@@ -38,9 +38,10 @@
 namespace loom {
 namespace native {
 
-// Throws loom::Error for a call to an empty slot: "<op> is not implemented
-// for <device type>", or that loom was built without CUDA.
-[[noreturn]] void missing_kernel(const char* op, DeviceType type);
+// Throws loom::Error for a call to an empty slot: for a CUDA device that
+// cannot be used, why ("<op>: CUDA device 0 is not available: loom was built
+// without CUDA ..."), else "<op> is not implemented for CUDA tensors".
+[[noreturn]] void missing_kernel(const char* op, Device device);
 // Aborts with a message naming the op: a slot filled twice is a build error
 // (two backends registering one kernel), found at start-up.
 [[noreturn]] void duplicate_kernel(const char* op, DeviceType type);
@@ -67,10 +68,10 @@ class DispatchStub<Ret (*)(Args...)> {
     slot = fn;
   }
 
-  // The kernel for `type`; throws when none is registered.
-  Fn get(DeviceType type) const {
-    const Fn fn = type == DeviceType::kCUDA ? cuda_ : cpu_;
-    if (fn == nullptr) missing_kernel(name_, type);
+  // The kernel for `device`'s type; throws when none is registered.
+  Fn get(Device device) const {
+    const Fn fn = device.type == DeviceType::kCUDA ? cuda_ : cpu_;
+    if (fn == nullptr) missing_kernel(name_, device);
     return fn;
   }
 
@@ -79,7 +80,7 @@ class DispatchStub<Ret (*)(Args...)> {
   // Runs the kernel of `device`'s type.
   template <typename... A>
   Ret operator()(Device device, A&&... args) const {
-    return get(device.type)(std::forward<A>(args)...);
+    return get(device)(std::forward<A>(args)...);
   }
 
  private:

@@ -1,12 +1,14 @@
-// Raw dropout: checks and one generator draw; the mask loop is in tensor/cpu/Dropout.cpp.
+// Raw dropout: checks and one generator draw; the mask loop is the backend's
+// (tensor/cpu/Dropout.cpp, tensor/cuda/Dropout.cpp).
 #include "tensor/native/Dropout.h"
 
-#include "tensor/CudaGraph.h"
 #include "tensor/Factory.h"
 #include "tensor/native/Copy.h"
 
 namespace loom {
 namespace native {
+
+DispatchStub<DropoutKernel> dropout_stub("dropout");
 
 std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen) {
   check_defined("dropout", input, "input");
@@ -23,12 +25,7 @@ std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   Tensor out = empty(input.sizes(), options);
   Tensor mask = empty(input.sizes(), options);
-  if (input.is_cuda()) {
-    cuda::check_not_capturing(input.device().index, "dropout",
-                              "its seed is drawn on the host, so every replay would repeat one mask");
-    cuda::dropout_kernel(out, mask, contiguous(input), p, seed);
-  }
-  else cpu::dropout_kernel(out, mask, contiguous(input), p, seed);
+  dropout_stub(input.device(), out, mask, contiguous(input), p, seed);
   return {out, mask};
 }
 

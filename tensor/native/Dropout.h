@@ -9,6 +9,7 @@
 
 #include "tensor/Generator.h"
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -18,19 +19,12 @@ namespace native {
 // output = input * mask.  Throws unless input is floating and p in [0, 1].
 std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen);
 
-}  // namespace native
-
-namespace cpu {
+// ---- kernels (one slot per device type) -----------------------------------------
 // out, mask, x contiguous of one shape and floating dtype.
-void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p,
-                    uint64_t seed);
-}  // namespace cpu
+using DropoutKernel = void (*)(const Tensor& out, const Tensor& mask, const Tensor& x, double p,
+                               uint64_t seed);
 
-namespace cuda {
-// The CUDA twin (tensor/native/CudaNn.cpp, tensor/cuda/Dropout.cu): the same
-// keep test on Philox4x32-10 words of (seed, offset 0, i / 4), so the mask
-// is a pure function of the generator draw, but not the CPU's mask.
-void dropout_kernel(const Tensor& out, const Tensor& mask, const Tensor& x, double p,
-                    uint64_t seed);
-}  // namespace cuda
+extern DispatchStub<DropoutKernel> dropout_stub;
+
+}  // namespace native
 }  // namespace loom

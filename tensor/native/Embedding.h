@@ -6,6 +6,7 @@
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -18,22 +19,17 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
 // num_classes -1 means max + 1.
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
 
+
+// ---- kernels (one slot per device type) -----------------------------------------
+// out (n, D), weight (V, D), indices (n) int64, already checked; all contiguous.
+using EmbeddingKernel = void (*)(const Tensor& out, const Tensor& weight, const Tensor& indices);
+// grad_weight (V, D) zero-filled, grad (n, D), indices (n); all contiguous.  On
+// CUDA rows are added with atomics (float sums of repeated indices may round
+// in any order).
+using EmbeddingBackwardKernel = void (*)(const Tensor& grad_weight, const Tensor& grad,
+                                         const Tensor& indices);
+extern DispatchStub<EmbeddingKernel> embedding_stub;
+extern DispatchStub<EmbeddingBackwardKernel> embedding_backward_stub;
+
 }  // namespace native
-
-namespace cpu {
-// out (n, D), weight (V, D), indices (n) int64; all contiguous.
-void embedding_kernel(const Tensor& out, const Tensor& weight, const Tensor& indices);
-// grad_weight (V, D) zero-filled, grad (n, D), indices (n); all contiguous.
-void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad,
-                               const Tensor& indices);
-}  // namespace cpu
-
-namespace cuda {
-// The CUDA twins (tensor/native/CudaNn.cpp: index_select / index_add rows of
-// tensor/cuda/Index.cu), indices already checked.  The backward adds rows
-// with atomics, so float sums of repeated indices may round in any order.
-void embedding_kernel(const Tensor& out, const Tensor& weight, const Tensor& indices);
-void embedding_backward_kernel(const Tensor& grad_weight, const Tensor& grad,
-                               const Tensor& indices);
-}  // namespace cuda
 }  // namespace loom

@@ -7,6 +7,18 @@
 
 namespace loom {
 namespace native {
+
+DispatchStub<IndexSelectKernel> index_select_stub("index_select");
+DispatchStub<IndexAddKernel> index_add_stub("index_add");
+DispatchStub<GatherKernel> gather_stub("gather");
+DispatchStub<ScatterAddKernel> scatter_add_stub("scatter_add");
+DispatchStub<CheckIndexValuesKernel> check_index_values_stub("check_index_values");
+
+void check_index_values(const Tensor& idx, int64_t limit, bool has_ignore, int64_t ignore,
+                        const std::function<std::string(int64_t)>& message) {
+  check_index_values_stub(idx.device(), idx, limit, has_ignore, ignore, message);
+}
+
 namespace {
 
 // A 1-D (or 0-dim) int64/int32 index on self's device, as contiguous int64.
@@ -51,8 +63,7 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   sizes[dim] = idx.numel();
   Tensor out = empty(sizes, TensorOptions(self.dtype()).device(self.device()));
   check_device("index_select", self);
-  if (self.is_cuda()) cuda::index_select_kernel(out, contiguous(self), dim, idx);
-  else cpu::index_select_kernel(out, contiguous(self), dim, idx);
+  index_select_stub(self.device(), out, contiguous(self), dim, idx);
   return out;
 }
 
@@ -72,8 +83,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
              " (the number of indices) in dimension ", dim);
   Tensor out = clone(s);
   check_device("index_add", self);
-  if (self.is_cuda()) cuda::index_add_kernel(out, dim, idx, contiguous(src));
-  else cpu::index_add_kernel(out, dim, idx, contiguous(src));
+  index_add_stub(self.device(), out, dim, idx, contiguous(src));
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 
@@ -89,8 +99,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
                " apart from dimension ", dim);
   Tensor out = empty(idx.sizes(), TensorOptions(self.dtype()).device(self.device()));
   check_device("gather", self);
-  if (self.is_cuda()) cuda::gather_kernel(out, s, dim, contiguous(idx));
-  else cpu::gather_kernel(out, s, dim, contiguous(idx));
+  gather_stub(self.device(), out, s, dim, contiguous(idx));
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 
@@ -115,8 +124,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
   }
   Tensor out = clone(s);
   check_device("scatter_add", self);
-  if (self.is_cuda()) cuda::scatter_add_kernel(out, dim, contiguous(idx), sr);
-  else cpu::scatter_add_kernel(out, dim, contiguous(idx), sr);
+  scatter_add_stub(self.device(), out, dim, contiguous(idx), sr);
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -32,39 +33,42 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
 // src has self's dtype.
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 
-}  // namespace native
 
-namespace cpu {
-// The kernels: outputs are fresh contiguous tensors of the result shape
-// (index_add/scatter_add: already holding self's values); index is a
-// contiguous int64 tensor; for index_select/index_add the other operands are
-// contiguous too, for gather/scatter_add they may be strided.  Each kernel
-// checks all index values before it writes anything.
-void index_select_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
-void index_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source);
-void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
-void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
-}  // namespace cpu
-
-namespace cuda {
-// The CUDA twins (tensor/native/CudaNn.cpp, kernels in tensor/cuda/Index.cu),
-// same operand contracts, queued on the device's current stream.  Each checks
-// the index values on the device (check_index_values: the CPU kernels'
-// message for the first bad one, raised at the next sync point) and skips
-// bad ones, never touching memory outside its tensors.
-// index_add and scatter_add accumulate with atomics (float sums of repeated
-// indices may round in any order).
-void index_select_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
-void index_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& source);
-void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
-void scatter_add_kernel(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
-// Checks that every value of idx (contiguous int64 on a CUDA device) lies in
-// [0, limit) or, when has_ignore, equals `ignore`; for the first bad value v,
-// message(v) is the error.  A deferred check (tensor/DeferredChecks.h): queued
-// on the device's current stream and thrown at the next sync point, without
-// making the host wait; with sync_checks() it waits and throws here.
-// (tensor/native/CudaIndexCheck.cpp)
+// Checks that every value of idx (contiguous int64) lies in [0, limit) or,
+// when has_ignore, equals `ignore`; for the first bad value v, message(v) is
+// the error.  On the CPU it throws at once; on a CUDA device it is a deferred
+// check (tensor/DeferredChecks.h): queued on the device's current stream and
+// thrown at the next sync point without making the host wait (with
+// cuda::sync_checks() it waits and throws here).
 void check_index_values(const Tensor& idx, int64_t limit, bool has_ignore, int64_t ignore,
                         const std::function<std::string(int64_t)>& message);
-}  // namespace cuda
+
+// ---- kernels (one slot per device type) -----------------------------------------
+// Outputs are fresh contiguous tensors of the result shape (index_add /
+// scatter_add: already holding self's values); index is a contiguous int64
+// tensor; for index_select/index_add the other operands are contiguous too,
+// for gather/scatter_add they may be strided.  Each kernel checks all index
+// values before it writes anything (the CPU's throw at once; CUDA's check on
+// the device, skip bad values, and report through check_index_values'
+// deferred path).  CUDA's index_add and scatter_add accumulate with atomics
+// (float sums of repeated indices may round in any order).
+using IndexSelectKernel = void (*)(const Tensor& out, const Tensor& self, int64_t dim,
+                                   const Tensor& index);
+using IndexAddKernel = void (*)(const Tensor& out, int64_t dim, const Tensor& index,
+                                const Tensor& source);
+using GatherKernel = void (*)(const Tensor& out, const Tensor& self, int64_t dim,
+                              const Tensor& index);
+using ScatterAddKernel = void (*)(const Tensor& out, int64_t dim, const Tensor& index,
+                                  const Tensor& src);
+using CheckIndexValuesKernel = void (*)(const Tensor& idx, int64_t limit, bool has_ignore,
+                                        int64_t ignore,
+                                        const std::function<std::string(int64_t)>& message);
+
+extern DispatchStub<IndexSelectKernel> index_select_stub;
+extern DispatchStub<IndexAddKernel> index_add_stub;
+extern DispatchStub<GatherKernel> gather_stub;
+extern DispatchStub<ScatterAddKernel> scatter_add_stub;
+extern DispatchStub<CheckIndexValuesKernel> check_index_values_stub;
+
+}  // namespace native
 }  // namespace loom

@@ -10,6 +10,8 @@
 namespace loom {
 namespace native {
 
+DispatchStub<CatKernel> cat_stub("cat");
+
 bool cat_skips(const Tensor& t) { return t.dim() == 1 && t.sizes()[0] == 0; }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -53,20 +55,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                  ". Expected size ", ref->sizes()[d], " but got size ", t.sizes()[d],
                  " for tensor number ", i, " in the list (", t.describe(), ")");
     out_sizes[dim] += t.sizes()[dim];
-    // On CUDA each input is copied (and converted) straight into its slice.
-    inputs.push_back(t.is_cuda() ? t : contiguous(to(t, t.device(), dtype)));
+    inputs.push_back(t);
   }
   Tensor out = empty(out_sizes, options);
-  if (out.is_cuda()) {
-    int64_t offset = 0;
-    for (const Tensor& t : inputs) {
-      const int64_t n = t.sizes()[dim];
-      if (n > 0) copy_(narrow(out, dim, offset, n), t);
-      offset += n;
-    }
-    return out;
-  }
-  cpu::cat_kernel(out, inputs, dim);
+  cat_stub(out.device(), out, inputs, dim);
   return out;
 }
 

@@ -1,13 +1,14 @@
 // Raw (non-differentiable) joins: cat and stack.  Argument checks, dtype
 // promotion and output allocation here; the byte copying in the backend's
-// kernel (tensor/cpu/Join.cpp; on CUDA one copy_ of each input into its
-// slice, converting its dtype on the device).  The differentiable forms are loom::cat and
+// kernel (tensor/cpu/Join.cpp; tensor/cuda/Join.cpp: one copy_ of each input
+// into its slice, converting its dtype on the device).  The differentiable forms are loom::cat and
 // loom::stack (autograd/functions/Shape.h).
 #pragma once
 
 #include <vector>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -23,11 +24,15 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 // Whether cat skips t (a 1-D tensor of shape [0]).
 bool cat_skips(const Tensor& t);
 
-}  // namespace native
+// ---- kernels (one slot per device type) -----------------------------------------
+// out = cat(inputs, dim): out is contiguous; every input is of out's device
+// type (CPU inputs may sit on other CPU logical devices: host memory is
+// shared) and of out's shape except along dim, of any dtype and layout (the
+// kernel converts: the CPU's first makes each contiguous in out's dtype on
+// its own device, CUDA's copies each straight into its slice, converting on
+// the device).
+using CatKernel = void (*)(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim);
+extern DispatchStub<CatKernel> cat_stub;
 
-namespace cpu {
-// out = cat(inputs, dim); every input is contiguous, of out's dtype and
-// device, and already of out's shape except along dim; out is contiguous.
-void cat_kernel(const Tensor& out, const std::vector<Tensor>& inputs, int64_t dim);
-}  // namespace cpu
+}  // namespace native
 }  // namespace loom

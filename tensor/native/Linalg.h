@@ -6,6 +6,7 @@
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -24,15 +25,20 @@ void linear_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias);
 
-}  // namespace native
+// ---- kernels (one slot per device type) -----------------------------------------
+// dtypes are float32, float64, int32 or int64 (the native ops check).
+// out (m, n) = a (m, k) @ b (k, n), plus out itself when accumulate; a and b
+// 2-D of out's dtype with any strides, out contiguous.
+using MatmulKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
+// out (batch, m, n) = a (batch, m, k) @ b (batch, k, n) per batch entry; a
+// and b any strides, out contiguous.
+using BmmKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& out);
+// The (n) column sums of a (m, n) matrix (linear's bias gradient).
+using SumRowsKernel = Tensor (*)(const Tensor& matrix);
 
-namespace cuda {
-// The CUDA backend of the products (tensor/native/CudaLinalg.cpp, cuBLAS via
-// tensor/cuda/Gemm.cu): out = a @ b (+ out when accumulate) for a (m, k) and
-// b (k, n), or batched a (B, m, k) and b (B, k, n), of any strides (a batch
-// stride of 0 is used as is); out (m, n) / (B, m, n) contiguous, all of one
-// dtype on one CUDA device.  TF32 per cuda::matmul_allow_tf32().  Queued on
-// the device's current stream.
-void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
-}  // namespace cuda
+extern DispatchStub<MatmulKernel> gemm_stub;
+extern DispatchStub<BmmKernel> bmm_stub;
+extern DispatchStub<SumRowsKernel> sum_rows_stub;
+
+}  // namespace native
 }  // namespace loom

@@ -1,6 +1,6 @@
 // Raw losses: argument checks, layout and reduction; per-element work in
-// tensor/cpu/Loss.cpp, or on a CUDA device in tensor/cuda/Loss.cu (there the
-// totals stay on the device and the target check is deferred, so nothing
+// the backends (tensor/cpu/Loss.cpp; tensor/cuda/Loss.cpp and Loss.cu, where
+// the totals stay on the device and the target check is deferred, so nothing
 // waits for the device).
 #include "tensor/native/Loss.h"
 
@@ -13,31 +13,18 @@
 namespace loom {
 namespace native {
 
+DispatchStub<ClassLossKernel> class_loss_stub("class_loss");
+DispatchStub<ClassLossBackwardKernel> class_loss_backward_stub("class_loss_backward");
+DispatchStub<SquaredErrorKernel> squared_error_stub("mse_loss");
+DispatchStub<SquaredErrorSumKernel> squared_error_sum_stub("mse_loss");
+DispatchStub<SquaredErrorBackwardKernel> squared_error_backward_stub("mse_loss_backward");
+
 namespace {
 
 TensorOptions like(const Tensor& t, DType dtype) { return TensorOptions(dtype).device(t.device()); }
 
-// The reduced (0-dim) or unreduced result of a class loss.
-Tensor finish_class_loss(const Tensor& per_element, const cpu::LossTotals& totals,
-                         const ClassLossShape& shape, LossReduction reduction) {
-  switch (reduction) {
-    case LossReduction::kNone:
-      return view(per_element, shape.none_shape);
-    case LossReduction::kSum:
-      return scalar_tensor(totals.loss, like(per_element, per_element.dtype()));
-    case LossReduction::kMean:
-      break;
-  }
-  return scalar_tensor(totals.loss / totals.weight, like(per_element, per_element.dtype()));
-}
-
-// The factor every incoming gradient is multiplied by, on the CPU.
-double grad_scale(LossReduction reduction, const Tensor& total_weight) {
-  return reduction == LossReduction::kMean ? 1.0 / total_weight.item<double>() : 1.0;
-}
-
-// What the gradients are divided by on a CUDA device: the total weight for a
-// mean (read there), nothing (1) otherwise.
+// What the gradients are divided by: the total weight for a mean (read on
+// its device), nothing (1) otherwise.
 Tensor grad_divisor(LossReduction reduction, const Tensor& total_weight) {
   return reduction == LossReduction::kMean ? total_weight : Tensor();
 }
@@ -66,9 +53,9 @@ void check_loss_grad(const char* op, const Tensor& grad, const IntList& none_sha
 
 Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? contiguous(t) : Tensor(); }
 
-// A class loss on a CUDA device: (loss, logsumexp (cross_entropy only),
-// total_weight), every value computed on the device.
-std::tuple<Tensor, Tensor, Tensor> class_loss_cuda(bool cross_entropy, const ClassLossShape& s,
+// A class loss: (loss, logsumexp (cross_entropy only), total_weight), every
+// value computed on the input's device.
+std::tuple<Tensor, Tensor, Tensor> class_loss(bool cross_entropy, const ClassLossShape& s,
                                                    const Tensor& input, const Tensor& target,
                                                    const Tensor& weight, LossReduction reduction,
                                                    int64_t ignore_index, double label_smoothing) {
@@ -76,9 +63,9 @@ std::tuple<Tensor, Tensor, Tensor> class_loss_cuda(bool cross_entropy, const Cla
   Tensor lse = cross_entropy ? empty(s.none_shape, like(input, kFloat64)) : Tensor();
   Tensor out = reduction == LossReduction::kNone ? Tensor() : empty({}, like(input, input.dtype()));
   Tensor total_weight = empty({}, like(input, kFloat64));
-  cuda::class_loss_kernel(cross_entropy, per, lse, out, total_weight, contiguous(input),
-                          contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
-                          ignore_index, label_smoothing, reduction == LossReduction::kMean);
+  class_loss_stub(input.device(), cross_entropy, per, lse, out, total_weight, contiguous(input),
+                  contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S, ignore_index,
+                  label_smoothing, reduction == LossReduction::kMean);
   return {reduction == LossReduction::kNone ? view(per, s.none_shape) : out, lse, total_weight};
 }
 
@@ -118,22 +105,11 @@ ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tenso
     check_same_device(op, input, "input", weight, "weight");
   }
   check_kernel_device(op, input);
-  const Tensor t = contiguous(target);
-  if (t.is_cuda()) {
-    const int64_t C = s.C;
-    cuda::check_index_values(t, C, true, ignore_index, [op, C, ignore_index](int64_t bad) {
-      return detail::str(op, ": Target ", bad, " is out of bounds: expected a class index in [0, ",
-                         C, ") (C = ", C, ") or ignore_index ", ignore_index);
-    });
-    return s;
-  }
-  const int64_t* tp = static_cast<const int64_t*>(t.data_ptr());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const int64_t v = tp[i];
-    LOOM_CHECK(v == ignore_index || (v >= 0 && v < s.C), op, ": Target ", v,
-               " is out of bounds: expected a class index in [0, ", s.C, ") (C = ", s.C,
-               ") or ignore_index ", ignore_index);
-  }
+  const int64_t C = s.C;
+  check_index_values(contiguous(target), C, true, ignore_index, [op, C, ignore_index](int64_t bad) {
+    return detail::str(op, ": Target ", bad, " is out of bounds: expected a class index in [0, ", C,
+                       ") (C = ", C, ") or ignore_index ", ignore_index);
+  });
   return s;
 }
 
@@ -141,17 +117,9 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& input, const Tensor& target,
                                     const Tensor& weight, LossReduction reduction,
                                     int64_t ignore_index) {
   const ClassLossShape s = check_class_loss("nll_loss", input, target, weight, ignore_index);
-  if (input.is_cuda()) {
-    auto [loss, lse, total_weight] =
-        class_loss_cuda(false, s, input, target, weight, reduction, ignore_index, 0.0);
-    return {loss, total_weight};
-  }
-  Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
-  const cpu::LossTotals totals =
-      cpu::nll_loss_kernel(per, contiguous(input), contiguous(target), contiguous_or_none(weight),
-                           s.N, s.C, s.S, ignore_index);
-  return {finish_class_loss(per, totals, s, reduction),
-          scalar_tensor(totals.weight, like(input, kFloat64))};
+  auto [loss, lse, total_weight] =
+      class_loss(false, s, input, target, weight, reduction, ignore_index, 0.0);
+  return {loss, total_weight};
 }
 
 Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
@@ -162,16 +130,10 @@ Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   check_loss_grad("nll_loss_backward", grad, s.none_shape, reduction, input);
   check_total_weight("nll_loss_backward", total_weight, input);
   Tensor grad_input = zeros(input.sizes(), like(input, input.dtype()));
-  if (input.is_cuda()) {
-    cuda::class_loss_backward_kernel(false, grad_input, contiguous(grad),
-                                     grad_divisor(reduction, total_weight), input, Tensor(),
-                                     contiguous(target), contiguous_or_none(weight), s.N, s.C,
-                                     s.S, ignore_index, 0.0);
-    return grad_input;
-  }
-  cpu::nll_loss_backward_kernel(grad_input, contiguous(grad), grad_scale(reduction, total_weight),
-                                contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
-                                ignore_index);
+  class_loss_backward_stub(input.device(), false, grad_input, contiguous(grad),
+                           grad_divisor(reduction, total_weight), contiguous(input), Tensor(),
+                           contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
+                           ignore_index, 0.0);
   return grad_input;
 }
 
@@ -181,16 +143,7 @@ std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tens
   LOOM_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   const ClassLossShape s = check_class_loss("cross_entropy", input, target, weight, ignore_index);
-  if (input.is_cuda())
-    return class_loss_cuda(true, s, input, target, weight, reduction, ignore_index,
-                           label_smoothing);
-  Tensor per = empty({s.N * s.S}, like(input, input.dtype()));
-  Tensor lse = empty(s.none_shape, like(input, kFloat64));
-  const cpu::LossTotals totals = cpu::cross_entropy_kernel(
-      per, lse, contiguous(input), contiguous(target), contiguous_or_none(weight), s.N, s.C, s.S,
-      ignore_index, label_smoothing);
-  return {finish_class_loss(per, totals, s, reduction), lse,
-          scalar_tensor(totals.weight, like(input, kFloat64))};
+  return class_loss(true, s, input, target, weight, reduction, ignore_index, label_smoothing);
 }
 
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
@@ -205,19 +158,10 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Ten
              "cross_entropy_backward: logsumexp ", logsumexp.describe(), " does not match input ",
              input.describe());
   Tensor grad_input = empty(input.sizes(), like(input, input.dtype()));
-  if (input.is_cuda()) {
-    cuda::class_loss_backward_kernel(true, grad_input, contiguous(grad),
-                                     grad_divisor(reduction, total_weight), contiguous(input),
-                                     contiguous(logsumexp), contiguous(target),
-                                     contiguous_or_none(weight), s.N, s.C, s.S, ignore_index,
-                                     label_smoothing);
-    return grad_input;
-  }
-  cpu::cross_entropy_backward_kernel(grad_input, contiguous(grad),
-                                     grad_scale(reduction, total_weight), contiguous(input),
-                                     contiguous(logsumexp), contiguous(target),
-                                     contiguous_or_none(weight), s.N, s.C, s.S, ignore_index,
-                                     label_smoothing);
+  class_loss_backward_stub(input.device(), true, grad_input, contiguous(grad),
+                           grad_divisor(reduction, total_weight), contiguous(input),
+                           contiguous(logsumexp), contiguous(target), contiguous_or_none(weight),
+                           s.N, s.C, s.S, ignore_index, label_smoothing);
   return grad_input;
 }
 
@@ -243,19 +187,14 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reducti
   const auto [x, y] = mse_operands("mse_loss", input, target);
   if (reduction == LossReduction::kNone) {
     Tensor out = empty(x.sizes(), like(x, x.dtype()));
-    if (x.is_cuda()) cuda::squared_error_kernel(out, x, y);
-    else cpu::squared_error_kernel(out, x, y);
+    squared_error_stub(x.device(), out, x, y);
     return out;
   }
-  if (x.is_cuda()) {
-    Tensor out = empty({}, like(x, x.dtype()));
-    cuda::squared_error_sum_kernel(
-        out, x, y, reduction == LossReduction::kMean ? static_cast<double>(x.numel()) : 1.0);
-    return out;
-  }
-  double total = cpu::squared_error_sum_kernel(x, y);
-  if (reduction == LossReduction::kMean) total /= static_cast<double>(x.numel());
-  return scalar_tensor(total, like(x, x.dtype()));
+  Tensor out = empty({}, like(x, x.dtype()));
+  squared_error_sum_stub(
+                         x.device(), out, x, y,
+                         reduction == LossReduction::kMean ? static_cast<double>(x.numel()) : 1.0);
+  return out;
 }
 
 Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
@@ -265,8 +204,7 @@ Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   Tensor grad_input = empty(x.sizes(), like(x, x.dtype()));
   const double scale =
       reduction == LossReduction::kMean ? 1.0 / static_cast<double>(x.numel()) : 1.0;
-  if (x.is_cuda()) cuda::squared_error_backward_kernel(grad_input, contiguous(grad), scale, x, y);
-  else cpu::squared_error_backward_kernel(grad_input, contiguous(grad), scale, x, y);
+  squared_error_backward_stub(x.device(), grad_input, contiguous(grad), scale, x, y);
   return grad_input;
 }
 

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -58,67 +59,46 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reducti
 Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
                          LossReduction reduction);
 
-}  // namespace native
 
-namespace cpu {
-// Sums of a class loss over all elements, in double.
-struct LossTotals {
-  double loss = 0;    // sum of the per-element losses
-  double weight = 0;  // sum of w[t] over non-ignored targets
-};
-// Per-element class losses (weighted; 0 where ignored) into `loss` (N * S
-// values of input's dtype).  x (N, C, S), target (N * S), weight (C) or
-// undefined; all contiguous.  cross_entropy also writes logsumexp (N * S
-// doubles).
+// ---- kernels (one slot per device type) -----------------------------------------
+// Totals stay on the tensor's device, so a CUDA loss never waits for the GPU.
+//
+// Per-element class losses into `loss` (N * S values of x's dtype; weighted,
+// 0 where ignored), the logsumexp per sample (cross_entropy only, N * S
+// doubles; undefined for nll), the reduced loss into `out` (0-dim of x's
+// dtype: the sum, or the mean over the total weight when `mean`; undefined
+// for an unreduced loss) and the total weight (the sum of w[t] over
+// non-ignored targets) into `total_weight` (0-dim float64).  x (N, C, S),
+// target (N * S) already checked, weight (C) or undefined; all contiguous.
 // Totals are summed in fixed blocks, so they do not depend on the thread count.
-LossTotals nll_loss_kernel(const Tensor& loss, const Tensor& x, const Tensor& target,
-                           const Tensor& weight, int64_t N, int64_t C, int64_t S,
-                           int64_t ignore_index);
-LossTotals cross_entropy_kernel(const Tensor& loss, const Tensor& logsumexp, const Tensor& x,
-                                const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
-                                int64_t S, int64_t ignore_index, double label_smoothing);
-// grad_input (N, C, S); grad holds N * S values, or 1 (broadcast) when
-// grad_numel == 1; every gradient is multiplied by `scale`.
-void nll_loss_backward_kernel(const Tensor& grad_input, const Tensor& grad, double scale,
-                              const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
-                              int64_t S, int64_t ignore_index);
-void cross_entropy_backward_kernel(const Tensor& grad_input, const Tensor& grad, double scale,
-                                   const Tensor& x, const Tensor& logsumexp, const Tensor& target,
-                                   const Tensor& weight, int64_t N, int64_t C, int64_t S,
-                                   int64_t ignore_index, double label_smoothing);
-// Sum over a contiguous tensor of (x - y)^2 in double, or per element into out.
-double squared_error_sum_kernel(const Tensor& x, const Tensor& y);
-void squared_error_kernel(const Tensor& out, const Tensor& x, const Tensor& y);
+using ClassLossKernel = void (*)(bool cross_entropy, const Tensor& loss, const Tensor& logsumexp,
+                                 const Tensor& out, const Tensor& total_weight, const Tensor& x,
+                                 const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
+                                 int64_t S, int64_t ignore_index, double label_smoothing,
+                                 bool mean);
+// grad_input (N, C, S) (zero-filled for nll); grad holds N * S values, or one
+// (broadcast); every gradient is divided by `divisor` (0-dim float64 on the
+// device; undefined: 1).  logsumexp is undefined for nll.
+using ClassLossBackwardKernel = void (*)(bool cross_entropy, const Tensor& grad_input,
+                                         const Tensor& grad, const Tensor& divisor,
+                                         const Tensor& x, const Tensor& logsumexp,
+                                         const Tensor& target, const Tensor& weight, int64_t N,
+                                         int64_t C, int64_t S, int64_t ignore_index,
+                                         double label_smoothing);
+// out (x's shape) = (x - y)^2.
+using SquaredErrorKernel = void (*)(const Tensor& out, const Tensor& x, const Tensor& y);
+// out_sum (0-dim) = sum of (x - y)^2 / divisor, summed in double.
+using SquaredErrorSumKernel = void (*)(const Tensor& out_sum, const Tensor& x, const Tensor& y,
+                                       double divisor);
 // grad_input = scale * 2 * (x - y) * grad (grad broadcast when it has one element).
-void squared_error_backward_kernel(const Tensor& grad_input, const Tensor& grad, double scale,
-                                   const Tensor& x, const Tensor& y);
-}  // namespace cpu
+using SquaredErrorBackwardKernel = void (*)(const Tensor& grad_input, const Tensor& grad,
+                                            double scale, const Tensor& x, const Tensor& y);
 
-namespace cuda {
-// The CUDA twins (tensor/native/CudaNn.cpp, kernels in tensor/cuda/Loss.cu),
-// queued on the device's current stream; totals stay on the device.
-// Per-element class losses into `loss` (N * S values), the logsumexp per
-// sample (cross_entropy only; undefined for nll), the reduced loss into `out`
-// (0-dim of x's dtype: the sum, or the mean over the total weight when
-// `mean`; undefined for an unreduced loss) and the total weight into
-// `total_weight` (0-dim float64).  Targets must be checked first.
-void class_loss_kernel(bool cross_entropy, const Tensor& loss, const Tensor& logsumexp,
-                       const Tensor& out, const Tensor& total_weight, const Tensor& x,
-                       const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
-                       int64_t S, int64_t ignore_index, double label_smoothing, bool mean);
-// As cpu::nll_loss_backward_kernel / cross_entropy_backward_kernel, the
-// gradients divided by `divisor` (0-dim float64 on the device; undefined: 1)
-// instead of multiplied by a host scale; nll needs a zero-filled grad_input,
-// logsumexp is undefined for nll.
-void class_loss_backward_kernel(bool cross_entropy, const Tensor& grad_input, const Tensor& grad,
-                                const Tensor& divisor, const Tensor& x, const Tensor& logsumexp,
-                                const Tensor& target, const Tensor& weight, int64_t N, int64_t C,
-                                int64_t S, int64_t ignore_index, double label_smoothing);
-// out (x's shape) = (x - y)^2; out_sum (0-dim) = sum of (x - y)^2 / divisor.
-void squared_error_kernel(const Tensor& out, const Tensor& x, const Tensor& y);
-void squared_error_sum_kernel(const Tensor& out_sum, const Tensor& x, const Tensor& y,
-                              double divisor);
-void squared_error_backward_kernel(const Tensor& grad_input, const Tensor& grad, double scale,
-                                   const Tensor& x, const Tensor& y);
-}  // namespace cuda
+extern DispatchStub<ClassLossKernel> class_loss_stub;
+extern DispatchStub<ClassLossBackwardKernel> class_loss_backward_stub;
+extern DispatchStub<SquaredErrorKernel> squared_error_stub;
+extern DispatchStub<SquaredErrorSumKernel> squared_error_sum_stub;
+extern DispatchStub<SquaredErrorBackwardKernel> squared_error_backward_stub;
+
+}  // namespace native
 }  // namespace loom

@@ -5,6 +5,8 @@
 #include <tuple>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/BatchNormShape.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -27,22 +29,29 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                          bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                          Tensor& grad_weight, Tensor& grad_bias);
 
-}  // namespace native
+// ---- kernels (one slot per device type) -----------------------------------------
+// x contiguous (N, C, S) as `s` says, per-channel (C) tensors contiguous
+// (weight/bias may be undefined: 1 and 0).  training: batch mean and biased
+// variance per channel -> save_mean, save_invstd = 1 / sqrt(var + eps); when
+// running_mean/var are defined they become (1 - momentum) * running +
+// momentum * batch (variance unbiased by count / (count - 1)) and their
+// versions are bumped.  Otherwise the running statistics (required) are used
+// and saved.  Then out = (x - mean) * invstd * weight + bias.
+using BatchNormKernel = void (*)(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias, const Tensor& running_mean,
+                                 const Tensor& running_var, bool training, double momentum,
+                                 double eps, const Tensor& out, const Tensor& save_mean,
+                                 const Tensor& save_invstd);
+// Gradients with the statistics of the forward; undefined outputs are not
+// wanted (grad_weight/grad_bias are computed even when weight is undefined).
+using BatchNormBackwardKernel = void (*)(const BatchNormShape& s, const Tensor& grad_output,
+                                         const Tensor& x, const Tensor& weight,
+                                         const Tensor& save_mean, const Tensor& save_invstd,
+                                         bool training, const Tensor& grad_input,
+                                         const Tensor& grad_weight, const Tensor& grad_bias);
 
-namespace cuda {
-// The CUDA backend of batch_norm / batch_norm_backward
-// (tensor/native/CudaNormalization.cpp, kernels in tensor/cuda/BatchNorm.cu),
-// same contract and formulas as the CPU's: x, out, grad_output, grad_input
-// contiguous (N, C, ...); weight, bias, save_mean, save_invstd contiguous (C)
-// or undefined; running_mean/var (C) of any strides, updated in place (and
-// their versions bumped) when training.  Undefined gradients are skipped.
-void batch_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       const Tensor& running_mean, const Tensor& running_var, bool training,
-                       double momentum, double eps, const Tensor& out, const Tensor& save_mean,
-                       const Tensor& save_invstd);
-void batch_norm_backward_kernel(const Tensor& grad_output, const Tensor& x, const Tensor& weight,
-                                const Tensor& save_mean, const Tensor& save_invstd, bool training,
-                                const Tensor& grad_input, const Tensor& grad_weight,
-                                const Tensor& grad_bias);
-}  // namespace cuda
+extern DispatchStub<BatchNormKernel> batch_norm_stub;
+extern DispatchStub<BatchNormBackwardKernel> batch_norm_backward_stub;
+
+}  // namespace native
 }  // namespace loom

@@ -2,11 +2,19 @@
 
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
-#include "tensor/cpu/Pooling.h"
 #include "tensor/native/Copy.h"
 
 namespace loom {
 namespace native {
+
+DispatchStub<MaxPool2dKernel> max_pool2d_stub("max_pool2d");
+DispatchStub<MaxPool2dBackwardKernel> max_pool2d_backward_stub("max_pool2d_backward");
+DispatchStub<AvgPool2dKernel> avg_pool2d_stub("avg_pool2d");
+DispatchStub<AvgPool2dBackwardKernel> avg_pool2d_backward_stub("avg_pool2d_backward");
+DispatchStub<AdaptiveAvgPool2dKernel> adaptive_avg_pool2d_stub("adaptive_avg_pool2d");
+DispatchStub<AdaptiveAvgPool2dBackwardKernel> adaptive_avg_pool2d_backward_stub(
+    "adaptive_avg_pool2d_backward");
+
 namespace {
 
 IntList pair_arg(const char* op, const IntList& v, const char* name) {
@@ -40,7 +48,7 @@ void check_input(const char* op, const Tensor& input) {
   check_kernel_device(op, input);
 }
 
-cpu::PoolGeometry pool_geometry(const char* op, const Tensor& input, const IntList& kernel_arg,
+PoolGeometry pool_geometry(const char* op, const Tensor& input, const IntList& kernel_arg,
                                 const IntList& stride_arg, const IntList& padding_arg,
                                 const IntList& dilation_arg, bool ceil_mode) {
   check_input(op, input);
@@ -58,7 +66,7 @@ cpu::PoolGeometry pool_geometry(const char* op, const Tensor& input, const IntLi
                  padding[1] <= kernel[1] / 2,
              op, ": pad should be at most half of kernel size, but got padding ",
              shape_str(padding), " for kernel_size ", shape_str(kernel));
-  cpu::PoolGeometry g;
+  PoolGeometry g;
   g.height = input.size(-2);
   g.width = input.size(-1);
   g.planes = input.numel() / (g.height * g.width);
@@ -80,7 +88,7 @@ cpu::PoolGeometry pool_geometry(const char* op, const Tensor& input, const IntLi
   return g;
 }
 
-IntList pooled_shape(const Tensor& input, const cpu::PoolGeometry& g) {
+IntList pooled_shape(const Tensor& input, const PoolGeometry& g) {
   IntList shape = input.sizes();
   shape[shape.size() - 2] = g.out_h;
   shape[shape.size() - 1] = g.out_w;
@@ -101,31 +109,19 @@ Tensor new_grad_input(const char* op, const Tensor& grad_output, const IntList& 
   return gi;
 }
 
-template <typename T>
-T* ptr(const Tensor& t) {
-  return static_cast<T*>(t.data_ptr());
-}
-
 }  // namespace
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList kernel_size,
                                                    IntList stride, IntList padding,
                                                    IntList dilation, bool ceil_mode) {
-  const cpu::PoolGeometry g =
+  const PoolGeometry g =
       pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode);
   const IntList shape = pooled_shape(input, g);
   Tensor out = empty(shape, TensorOptions(input.dtype()).device(input.device()));
   Tensor indices = empty(shape, TensorOptions(kInt64).device(input.device()));
   const Tensor x = contiguous(input);
-  if (x.is_cuda()) {
-    cuda::max_pool2d_kernel(g, x, out, indices);
+  max_pool2d_stub(x.device(), g, x, out, indices);
     return {out, indices};
-  }
-  dispatch_floating(input.dtype(), "max_pool2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::max_pool2d_forward<T>(g, ptr<T>(x), ptr<T>(out), ptr<int64_t>(indices));
-  });
-  return {out, indices};
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes,
@@ -135,7 +131,7 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
   LOOM_CHECK(indices.dtype() == kInt64 && indices.sizes() == grad_output.sizes(),
              "max_pool2d_backward: expected int64 indices shaped like grad_output ",
              grad_output.describe(), ", got ", indices.describe());
-  cpu::PoolGeometry g;
+  PoolGeometry g;
   g.height = input.size(-2);
   g.width = input.size(-1);
   g.planes = input.numel() / (g.height * g.width);
@@ -144,32 +140,18 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
   const Tensor go = grad_like(grad_output, grad_output.sizes(), "max_pool2d_backward");
   check_same_device("max_pool2d_backward", grad_output, "grad_output", indices, "indices");
   const Tensor ix = contiguous(indices);
-  if (grad_input.is_cuda()) {
-    cuda::max_pool2d_backward_kernel(g, go, ix, grad_input);
+  max_pool2d_backward_stub(grad_input.device(), g, go, ix, grad_input);
     return grad_input;
-  }
-  dispatch_floating(input.dtype(), "max_pool2d_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::max_pool2d_backward<T>(g, ptr<T>(go), ptr<int64_t>(ix), ptr<T>(grad_input));
-  });
-  return grad_input;
 }
 
 Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
                   bool ceil_mode, bool count_include_pad) {
-  const cpu::PoolGeometry g =
+  const PoolGeometry g =
       pool_geometry("avg_pool2d", input, kernel_size, stride, padding, {1, 1}, ceil_mode);
   Tensor out = empty(pooled_shape(input, g), TensorOptions(input.dtype()).device(input.device()));
   const Tensor x = contiguous(input);
-  if (x.is_cuda()) {
-    cuda::avg_pool2d_kernel(g, count_include_pad, x, out);
+  avg_pool2d_stub(x.device(), g, count_include_pad, x, out);
     return out;
-  }
-  dispatch_floating(input.dtype(), "avg_pool2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::avg_pool2d_forward<T>(g, count_include_pad, ptr<T>(x), ptr<T>(out));
-  });
-  return out;
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes,
@@ -177,22 +159,15 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
                            bool count_include_pad) {
   Tensor grad_input = new_grad_input("avg_pool2d_backward", grad_output, input_sizes);
   const Tensor& input = grad_input;
-  const cpu::PoolGeometry g = pool_geometry("avg_pool2d_backward", input, kernel_size, stride,
+  const PoolGeometry g = pool_geometry("avg_pool2d_backward", input, kernel_size, stride,
                                             padding, {1, 1}, ceil_mode);
   const Tensor go = grad_like(grad_output, pooled_shape(input, g), "avg_pool2d_backward");
-  if (grad_input.is_cuda()) {
-    cuda::avg_pool2d_backward_kernel(g, count_include_pad, go, grad_input);
+  avg_pool2d_backward_stub(grad_input.device(), g, count_include_pad, go, grad_input);
     return grad_input;
-  }
-  dispatch_floating(input.dtype(), "avg_pool2d_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::avg_pool2d_backward<T>(g, count_include_pad, ptr<T>(go), ptr<T>(grad_input));
-  });
-  return grad_input;
 }
 
 namespace {
-cpu::PoolGeometry adaptive_geometry(const char* op, const Tensor& input, const IntList& size) {
+PoolGeometry adaptive_geometry(const char* op, const Tensor& input, const IntList& size) {
   check_input(op, input);
   LOOM_CHECK(size.size() == 1 || size.size() == 2, op,
              ": expected output_size to be one value or a pair {h, w}, got ", shape_str(size));
@@ -200,7 +175,7 @@ cpu::PoolGeometry adaptive_geometry(const char* op, const Tensor& input, const I
   LOOM_CHECK(out[0] >= 0 && out[1] >= 0, op,
              ": elements of output_size must be greater than or equal to 0, got ",
              shape_str(out));
-  cpu::PoolGeometry g;
+  PoolGeometry g;
   g.height = input.size(-2);
   g.width = input.size(-1);
   g.planes = input.numel() / (g.height * g.width);
@@ -211,19 +186,12 @@ cpu::PoolGeometry adaptive_geometry(const char* op, const Tensor& input, const I
 }  // namespace
 
 Tensor adaptive_avg_pool2d(const Tensor& input, IntList output_size) {
-  const cpu::PoolGeometry g = adaptive_geometry("adaptive_avg_pool2d", input, output_size);
+  const PoolGeometry g = adaptive_geometry("adaptive_avg_pool2d", input, output_size);
   Tensor out = empty(pooled_shape(input, g), TensorOptions(input.dtype()).device(input.device()));
   if (out.numel() == 0) return out;
   const Tensor x = contiguous(input);
-  if (x.is_cuda()) {
-    cuda::adaptive_avg_pool2d_kernel(g, x, out);
+  adaptive_avg_pool2d_stub(x.device(), g, x, out);
     return out;
-  }
-  dispatch_floating(input.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::adaptive_avg_pool2d_forward<T>(g, ptr<T>(x), ptr<T>(out));
-  });
-  return out;
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes) {
@@ -232,19 +200,12 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& in
   LOOM_CHECK(grad_output.dim() == input.dim(),
              "adaptive_avg_pool2d_backward: expected grad_output of rank ", input.dim(),
              ", got ", grad_output.describe());
-  const cpu::PoolGeometry g = adaptive_geometry("adaptive_avg_pool2d_backward", input,
+  const PoolGeometry g = adaptive_geometry("adaptive_avg_pool2d_backward", input,
                                                 {grad_output.size(-2), grad_output.size(-1)});
   const Tensor go =
       grad_like(grad_output, pooled_shape(input, g), "adaptive_avg_pool2d_backward");
-  if (grad_input.is_cuda()) {
-    cuda::adaptive_avg_pool2d_backward_kernel(g, go, grad_input);
+  adaptive_avg_pool2d_backward_stub(grad_input.device(), g, go, grad_input);
     return grad_input;
-  }
-  dispatch_floating(input.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    cpu::adaptive_avg_pool2d_backward<T>(g, ptr<T>(go), ptr<T>(grad_input));
-  });
-  return grad_input;
 }
 
 }  // namespace native

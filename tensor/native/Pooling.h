@@ -1,18 +1,16 @@
 // Raw (non-differentiable) 2-D pooling over (N, C, H, W) or (C, H, W)
-// inputs: argument checks and output shapes as in PyTorch, kernels in
-// tensor/cpu/Pooling.  Pairs are {h, w} or one value for both; an empty
-// stride means stride = kernel_size.
+// inputs: argument checks and output shapes as in PyTorch, kernels in the
+// backends (tensor/cpu/Pooling.cpp, tensor/cuda/Pooling.cpp).  Pairs are
+// {h, w} or one value for both; an empty stride means stride = kernel_size.
 #pragma once
 
 #include <tuple>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
+#include "tensor/native/PoolGeometry.h"
 
 namespace loom {
-namespace cpu {
-struct PoolGeometry;
-}  // namespace cpu
-
 namespace native {
 
 // (output, indices); indices (int64) are flat h * W + w within each plane.
@@ -35,25 +33,34 @@ Tensor avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
 Tensor adaptive_avg_pool2d(const Tensor& input, IntList output_size);
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes);
 
-}  // namespace native
+// ---- kernels (one slot per device type) -----------------------------------------
+// Contiguous tensors shaped by g: input/grad_input (planes, H, W), out/
+// grad_output/indices (planes, OH, OW).  Max-pool indices (int64) are flat
+// h * W + w within each plane (nan wins, as in PyTorch).  Backward kernels
+// overwrite grad_input.
+using MaxPool2dKernel = void (*)(const PoolGeometry& g, const Tensor& input, const Tensor& out,
+                                 const Tensor& indices);
+using MaxPool2dBackwardKernel = void (*)(const PoolGeometry& g, const Tensor& grad_output,
+                                         const Tensor& indices, const Tensor& grad_input);
+// PyTorch's divisor: the window clipped to the padded input, or to the input
+// itself without count_include_pad.
+using AvgPool2dKernel = void (*)(const PoolGeometry& g, bool count_include_pad,
+                                 const Tensor& input, const Tensor& out);
+using AvgPool2dBackwardKernel = void (*)(const PoolGeometry& g, bool count_include_pad,
+                                         const Tensor& grad_output, const Tensor& grad_input);
+// Windows [floor(i * in / out), ceil((i + 1) * in / out)).
+using AdaptiveAvgPool2dKernel = void (*)(const PoolGeometry& g, const Tensor& input,
+                                         const Tensor& out);
+using AdaptiveAvgPool2dBackwardKernel = void (*)(const PoolGeometry& g,
+                                                 const Tensor& grad_output,
+                                                 const Tensor& grad_input);
 
-namespace cuda {
-// The CUDA backend of the pooling ops (tensor/native/CudaPooling.cpp,
-// kernels in tensor/cuda/Pooling.cu), for contiguous tensors on one CUDA
-// device shaped by g (input/grad_input (planes, H, W), out/grad_output/
-// indices (planes, OH, OW)), with the CPU kernels' semantics.  Backward
-// kernels overwrite grad_input.
-void max_pool2d_kernel(const cpu::PoolGeometry& g, const Tensor& input, const Tensor& out,
-                       const Tensor& indices);
-void max_pool2d_backward_kernel(const cpu::PoolGeometry& g, const Tensor& grad_output,
-                                const Tensor& indices, const Tensor& grad_input);
-void avg_pool2d_kernel(const cpu::PoolGeometry& g, bool count_include_pad, const Tensor& input,
-                       const Tensor& out);
-void avg_pool2d_backward_kernel(const cpu::PoolGeometry& g, bool count_include_pad,
-                                const Tensor& grad_output, const Tensor& grad_input);
-void adaptive_avg_pool2d_kernel(const cpu::PoolGeometry& g, const Tensor& input,
-                                const Tensor& out);
-void adaptive_avg_pool2d_backward_kernel(const cpu::PoolGeometry& g, const Tensor& grad_output,
-                                         const Tensor& grad_input);
-}  // namespace cuda
+extern DispatchStub<MaxPool2dKernel> max_pool2d_stub;
+extern DispatchStub<MaxPool2dBackwardKernel> max_pool2d_backward_stub;
+extern DispatchStub<AvgPool2dKernel> avg_pool2d_stub;
+extern DispatchStub<AvgPool2dBackwardKernel> avg_pool2d_backward_stub;
+extern DispatchStub<AdaptiveAvgPool2dKernel> adaptive_avg_pool2d_stub;
+extern DispatchStub<AdaptiveAvgPool2dBackwardKernel> adaptive_avg_pool2d_backward_stub;
+
+}  // namespace native
 }  // namespace loom

@@ -14,6 +14,11 @@
 namespace loom {
 namespace native {
 
+DispatchStub<SumKernel> sum_stub("sum");
+DispatchStub<VarKernel> var_stub("var");
+DispatchStub<ExtremumKernel> extremum_stub("max/min");
+DispatchStub<ScatterReducedKernel> scatter_reduced_stub("max/min backward");
+
 namespace {
 
 // For the reductions with a CUDA kernel too.
@@ -22,18 +27,12 @@ void check_device(const char* op, const Tensor& self) {
 }
 
 void sum_on_device(const Tensor& out, const ReduceView& v, bool mean) {
-  if (out.is_cuda())
-    cuda::sum_kernel(out, v, mean);
-  else
-    cpu::sum_kernel(out, v, mean);
+  sum_stub(out.device(), out, v, mean);
 }
 
 void extremum_on_device(const Tensor& values, const Tensor& indices, const ReduceView& v,
                         bool is_max) {
-  if (v.src.is_cuda())
-    cuda::extremum_kernel(values, indices, v, is_max);
-  else
-    cpu::extremum_kernel(values, indices, v, is_max);
+  extremum_stub(v.src.device(), values, indices, v, is_max);
 }
 
 void check_floating(const char* op, const Tensor& self) {
@@ -162,20 +161,7 @@ Tensor var(const Tensor& self, IntList dims, int64_t correction, bool keepdim, b
   LOOM_CHECK(correction >= 0, op, ": correction must be non-negative, got ", correction);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), op);
   Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, self.dtype()));
-  if (self.is_cuda()) {
-    // The CPU kernel's two passes in double, as CUDA ops: the means, then the
-    // squared deviations from them.
-    const ReduceView v = reduce_view(self, mask);
-    const Tensor x = to(reshape(v.src, {v.outer, v.reduce, v.inner}), self.device(), kFloat64);
-    const Tensor d = binary(BinaryOp::kSub, x, mean(x, {1}, true));
-    Tensor s = sum(binary(BinaryOp::kMul, d, d), {1}, false);
-    const double divisor = static_cast<double>(std::max<int64_t>(0, v.reduce - correction));
-    s = binary(BinaryOp::kDiv, s, scalar_tensor(divisor, like(s, kFloat64)));
-    if (take_sqrt) s = unary(UnaryOp::kSqrt, s);
-    copy_(out, reshape(s, out.sizes()));
-    return out;
-  }
-  cpu::var_kernel(out, reduce_view(self, mask), correction, take_sqrt);
+  var_stub(self.device(), out, reduce_view(self, mask), correction, take_sqrt);
   return out;
 }
 
@@ -208,12 +194,8 @@ Tensor select_along_dim_backward(const Tensor& grad, const Tensor& indices, cons
   (void)keepdim;  // grad and indices are read in row-major order either way
   check_device("max/min backward", grad);
   Tensor grad_input = zeros(sizes, like(grad, grad.dtype()));
-  if (grad.is_cuda())
-    cuda::scatter_reduced_kernel(grad_input, contiguous(grad), contiguous(indices), outer, reduce,
-                                 inner);
-  else
-    cpu::scatter_reduced_kernel(grad_input, contiguous(grad), contiguous(indices), outer, reduce,
-                                inner);
+  scatter_reduced_stub(grad.device(), grad_input, contiguous(grad), contiguous(indices), outer,
+                       reduce, inner);
   return grad_input;
 }
 

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -58,34 +59,24 @@ Tensor argmin(const Tensor& self, int64_t dim, bool keepdim);
 Tensor select_along_dim_backward(const Tensor& grad, const Tensor& indices, const IntList& sizes,
                                  int64_t dim, bool keepdim);
 
-}  // namespace native
-
-namespace cpu {
+// ---- kernels (one slot per device type) -----------------------------------------
 // Kernels over a ReduceView; `out`/`indices` are contiguous with
 // outer * inner elements.
-void sum_kernel(const Tensor& out, const native::ReduceView& v, bool mean);
-void var_kernel(const Tensor& out, const native::ReduceView& v, int64_t correction,
-                bool take_sqrt);
+using SumKernel = void (*)(const Tensor& out, const ReduceView& v, bool mean);
+using VarKernel = void (*)(const Tensor& out, const ReduceView& v, int64_t correction,
+                           bool take_sqrt);
 // values and/or indices may be undefined (argmax needs only indices).
-void extremum_kernel(const Tensor& values, const Tensor& indices, const native::ReduceView& v,
-                     bool is_max);
+using ExtremumKernel = void (*)(const Tensor& values, const Tensor& indices, const ReduceView& v,
+                                bool is_max);
 // grad_input (outer, reduce, inner) zero-filled; grad and indices (outer, inner).
-void scatter_reduced_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& indices,
-                            int64_t outer, int64_t reduce, int64_t inner);
-}  // namespace cpu
+using ScatterReducedKernel = void (*)(const Tensor& grad_input, const Tensor& grad,
+                                      const Tensor& indices, int64_t outer, int64_t reduce,
+                                      int64_t inner);
 
-namespace cuda {
-// sum/mean and max/min/argmax/argmin for a ReduceView on one CUDA device
-// (tensor/native/CudaReduce.cpp, kernels in tensor/cuda/Reduce.cu), queued on
-// its current stream.  var/std run on CUDA as a few of these ops (in double,
-// like the CPU kernel).
-void sum_kernel(const Tensor& out, const native::ReduceView& v, bool mean);
-void extremum_kernel(const Tensor& values, const Tensor& indices, const native::ReduceView& v,
-                     bool is_max);
-// The max/min backward (tensor/native/CudaNn.cpp, a scatter of
-// tensor/cuda/Index.cu); indices come from the forward, so they are not
-// checked again.
-void scatter_reduced_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& indices,
-                            int64_t outer, int64_t reduce, int64_t inner);
-}  // namespace cuda
+extern DispatchStub<SumKernel> sum_stub;
+extern DispatchStub<VarKernel> var_stub;
+extern DispatchStub<ExtremumKernel> extremum_stub;
+extern DispatchStub<ScatterReducedKernel> scatter_reduced_stub;
+
+}  // namespace native
 }  // namespace loom

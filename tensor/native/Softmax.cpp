@@ -9,6 +9,9 @@
 namespace loom {
 namespace native {
 
+DispatchStub<SoftmaxKernel> softmax_stub("softmax");
+DispatchStub<SoftmaxBackwardKernel> softmax_backward_stub("softmax_backward");
+
 namespace {
 
 struct Layout {
@@ -40,8 +43,7 @@ Tensor forward(const char* op, const Tensor& self, int64_t dim, bool log) {
   const Layout l = layout_of(self.sizes(), self.dim() == 0 ? 1 : d);
   const Tensor x = contiguous(self);
   Tensor out = empty(self.sizes(), TensorOptions(self.dtype()).device(self.device()));
-  if (x.is_cuda()) cuda::softmax_kernel(out, x, l.outer, l.D, l.inner, log);
-  else cpu::softmax_kernel(out, x, l.outer, l.D, l.inner, log);
+  softmax_stub(x.device(), out, x, l.outer, l.D, l.inner, log);
   return out;
 }
 
@@ -54,12 +56,8 @@ Tensor backward(const char* op, const Tensor& grad, const Tensor& output, int64_
   const int64_t d = wrap_dim(dim, output.dim(), op);
   const Layout l = layout_of(output.sizes(), output.dim() == 0 ? 1 : d);
   Tensor grad_input = empty(output.sizes(), TensorOptions(output.dtype()).device(output.device()));
-  if (output.is_cuda())
-    cuda::softmax_backward_kernel(grad_input, contiguous(grad), contiguous(output), l.outer, l.D,
-                                  l.inner, log);
-  else
-    cpu::softmax_backward_kernel(grad_input, contiguous(grad), contiguous(output), l.outer, l.D,
-                                 l.inner, log);
+  softmax_backward_stub(output.device(), grad_input, contiguous(grad), contiguous(output), l.outer,
+                        l.D, l.inner, log);
   return grad_input;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -17,23 +18,17 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim);
 // grad_input = grad - exp(output) * sum(grad, dim).
 Tensor log_softmax_backward(const Tensor& grad, const Tensor& output, int64_t dim);
 
-}  // namespace native
-
-namespace cpu {
+// ---- kernels (one slot per device type) -----------------------------------------
 // x, out: contiguous (outer, D, inner).
-void softmax_kernel(const Tensor& out, const Tensor& x, int64_t outer, int64_t D, int64_t inner,
-                    bool log);
+using SoftmaxKernel = void (*)(const Tensor& out, const Tensor& x, int64_t outer, int64_t D,
+                               int64_t inner, bool log);
 // grad, output, grad_input: contiguous (outer, D, inner).
-void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& output,
-                             int64_t outer, int64_t D, int64_t inner, bool log);
-}  // namespace cpu
+using SoftmaxBackwardKernel = void (*)(const Tensor& grad_input, const Tensor& grad,
+                                       const Tensor& output, int64_t outer, int64_t D,
+                                       int64_t inner, bool log);
 
-namespace cuda {
-// The same kernels on a CUDA device (tensor/native/CudaNn.cpp, kernels in
-// tensor/cuda/Softmax.cu), queued on its current stream.
-void softmax_kernel(const Tensor& out, const Tensor& x, int64_t outer, int64_t D, int64_t inner,
-                    bool log);
-void softmax_backward_kernel(const Tensor& grad_input, const Tensor& grad, const Tensor& output,
-                             int64_t outer, int64_t D, int64_t inner, bool log);
-}  // namespace cuda
+extern DispatchStub<SoftmaxKernel> softmax_stub;
+extern DispatchStub<SoftmaxBackwardKernel> softmax_backward_stub;
+
+}  // namespace native
 }  // namespace loom

@@ -7,39 +7,42 @@
 namespace loom {
 namespace native {
 
+DispatchStub<UnaryKernel> unary_stub("unary");
+DispatchStub<UnaryBackwardKernel> unary_backward_stub("unary_backward");
+DispatchStub<PowScalarKernel> pow_scalar_stub("pow");
+DispatchStub<ClampKernel> clamp_stub("clamp");
+DispatchStub<PowBackwardKernel> pow_backward_stub("pow_backward");
+DispatchStub<ClampBackwardKernel> clamp_backward_stub("clamp_backward");
+
 const char* unary_op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::kNeg: return "neg";
-    case UnaryOp::kAbs: return "abs";
-    case UnaryOp::kSign: return "sign";
-    case UnaryOp::kExp: return "exp";
-    case UnaryOp::kLog: return "log";
-    case UnaryOp::kSqrt: return "sqrt";
-    case UnaryOp::kRsqrt: return "rsqrt";
-    case UnaryOp::kRelu: return "relu";
-    case UnaryOp::kSigmoid: return "sigmoid";
-    case UnaryOp::kTanh: return "tanh";
-  }
-  return "unary";
+  const char* name = "unary";
+  visit_unary_op(op, [&](auto tag) { name = decltype(tag)::type::name; });
+  return name;
 }
 
 DType unary_result_dtype(UnaryOp op, DType dtype) {
-  switch (op) {
-    case UnaryOp::kNeg:
-      LOOM_CHECK(dtype != kBool, "neg: negation, the `-` operator, on a bool tensor is not "
-                 "supported; use logical_not or convert with .to(kInt64) first");
+  optable::UnaryDType rule = optable::UnaryDType::kKeep;
+  visit_unary_op(op, [&](auto tag) { rule = decltype(tag)::type::dtype; });
+  const char* name = unary_op_name(op);
+  switch (rule) {
+    case optable::UnaryDType::kKeep:
       return dtype;
-    case UnaryOp::kAbs:
-    case UnaryOp::kRelu:
-      LOOM_CHECK(dtype != kBool, unary_op_name(op), ": not supported for bool tensors; "
+    case optable::UnaryDType::kKeepNoBool:
+      if (op == unary_op<optable::Neg>())
+        LOOM_CHECK(dtype != kBool, "neg: negation, the `-` operator, on a bool tensor is not "
+                   "supported; use logical_not or convert with .to(kInt64) first");
+      LOOM_CHECK(dtype != kBool, name, ": not supported for bool tensors; "
                  "convert with .to(kInt64) first");
       return dtype;
-    case UnaryOp::kSign:
-      return dtype;
-    default:
+    case optable::UnaryDType::kToFloat:
       // Transcendental ops compute integers as the default float dtype.
       return is_floating_point(dtype) ? dtype : kFloat32;
+    case optable::UnaryDType::kFloatOnly:
+      LOOM_CHECK(is_floating_point(dtype), name, ": expected a floating-point tensor (float32 or "
+                 "float64), got ", dtype_name(dtype), "; convert with .to(kFloat32) first");
+      return dtype;
   }
+  return dtype;
 }
 
 namespace {
@@ -59,21 +62,18 @@ DType scalar_result_dtype(DType self, std::initializer_list<std::optional<Scalar
 
 }  // namespace
 
-Tensor unary(UnaryOp op, const Tensor& self) {
+Tensor unary(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
   const char* name = unary_op_name(op);
   check_defined(name, self, "self");
   const DType dtype = unary_result_dtype(op, self.dtype());
   check_device(name, self);
   Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
   const Tensor in = to(self, self.device(), dtype);
-  if (out.is_cuda())
-    cuda::unary_kernel(op, out, in);
-  else
-    cpu::unary_kernel(op, out, in);
+  unary_stub(out.device(), op, args, out, in);
   return out;
 }
 
-void unary_(UnaryOp op, const Tensor& self) {
+void unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
   const char* name = unary_op_name(op);
   check_defined(name, self, "self");
   const DType dtype = unary_result_dtype(op, self.dtype());
@@ -81,10 +81,7 @@ void unary_(UnaryOp op, const Tensor& self) {
              " can't be cast to the desired output type ", dtype_name(self.dtype()), " of ",
              self.describe(), "; use the out-of-place ", name, "()");
   check_device(name, self);
-  if (self.is_cuda())
-    cuda::unary_kernel(op, self, self);
-  else
-    cpu::unary_kernel(op, self, self);
+  unary_stub(self.device(), op, args, self, self);
   self.bump_version();
 }
 
@@ -99,10 +96,7 @@ Tensor pow(const Tensor& self, Scalar exponent) {
   check_device("pow", self);
   Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
   const Tensor in = to(self, self.device(), dtype);
-  if (out.is_cuda())
-    cuda::pow_scalar_kernel(out, in, exponent);
-  else
-    cpu::pow_scalar_kernel(out, in, exponent);
+  pow_scalar_stub(out.device(), out, in, exponent);
   return out;
 }
 
@@ -122,10 +116,7 @@ Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar
   const DType dtype = scalar_result_dtype(self.dtype(), {min, max});
   Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
   const Tensor in = to(self, self.device(), dtype);
-  if (out.is_cuda())
-    cuda::clamp_kernel(out, in, min, max);
-  else
-    cpu::clamp_kernel(out, in, min, max);
+  clamp_stub(out.device(), out, in, min, max);
   return out;
 }
 
@@ -135,10 +126,7 @@ void clamp_(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar>
   LOOM_CHECK(dtype == self.dtype(), "clamp_: result type ", dtype_name(dtype),
              " (a fractional bound) can't be cast to the desired output type ",
              dtype_name(self.dtype()), " of ", self.describe());
-  if (self.is_cuda())
-    cuda::clamp_kernel(self, self, min, max);
-  else
-    cpu::clamp_kernel(self, self, min, max);
+  clamp_stub(self.device(), self, self, min, max);
   self.bump_version();
 }
 
@@ -163,23 +151,18 @@ Tensor empty_like_contiguous(const Tensor& t) {
 }
 }  // namespace
 
-Tensor unary_backward(UnaryBackwardOp op, const Tensor& grad, const Tensor& saved) {
+Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved,
+                      const UnaryArgs& args) {
   const Tensor g = grad_like("unary_backward", grad, saved);
   Tensor out = empty_like_contiguous(saved);
-  if (out.is_cuda())
-    cuda::unary_backward_kernel(op, out, g, saved);
-  else
-    cpu::unary_backward_kernel(op, out, g, saved);
+  unary_backward_stub(out.device(), op, args, out, g, saved);
   return out;
 }
 
 Tensor pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
   const Tensor g = grad_like("pow_backward", grad, self);
   Tensor out = empty_like_contiguous(self);
-  if (out.is_cuda())
-    cuda::pow_backward_kernel(out, g, self, exponent);
-  else
-    cpu::pow_backward_kernel(out, g, self, exponent);
+  pow_backward_stub(out.device(), out, g, self, exponent);
   return out;
 }
 
@@ -187,10 +170,7 @@ Tensor clamp_backward(const Tensor& grad, const Tensor& self, std::optional<Scal
                       std::optional<Scalar> max) {
   const Tensor g = grad_like("clamp_backward", grad, self);
   Tensor out = empty_like_contiguous(self);
-  if (out.is_cuda())
-    cuda::clamp_backward_kernel(out, g, self, min, max);
-  else
-    cpu::clamp_backward_kernel(out, g, self, min, max);
+  clamp_backward_stub(out.device(), out, g, self, min, max);
   return out;
 }
 

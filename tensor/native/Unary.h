@@ -1,43 +1,42 @@
-// Raw unary elementwise ops (neg, abs, exp, ..., pow with a scalar exponent,
-// clamp) and the fused kernels their backward rules use.
+// Raw unary elementwise ops: the ops of the unary table (UnaryOps.h: neg,
+// abs, exp, ..., relu, gelu, ...), pow with a scalar exponent, and clamp, with
+// their backward kernels.
 //
-// dtype rules follow PyTorch: the transcendental ops (exp, log, sqrt, rsqrt,
-// sigmoid, tanh) compute integer and bool inputs as float32; neg, abs, relu
-// and clamp keep integer dtypes and reject bool.  The in-place forms (unary_,
-// clamp_) throw when the result dtype is not self's.  Inputs may have any
-// layout; outputs are new contiguous tensors.  Device checks here, the
-// per-element work in the backend (tensor/cpu/Unary.cpp, or for CUDA tensors
-// tensor/cuda/Unary.cu and UnaryBackward.cu).
+// dtype rules follow PyTorch and come from the table (optable::UnaryDType):
+// transcendental ops compute integer and bool inputs as float32, neg, abs and
+// relu keep integer dtypes and reject bool, the activations reject
+// non-floating inputs.  The in-place forms (unary_, clamp_) throw when the
+// result dtype is not self's.  Inputs may have any layout; outputs are new
+// contiguous tensors.  The checks are here; the per-element work is the
+// backend's, reached through the dispatch slots below (tensor/cpu/Unary.cpp,
+// tensor/cuda/Elementwise.cpp).
 #pragma once
 
 #include <optional>
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
+#include "tensor/native/UnaryOps.h"
 
 namespace loom {
 namespace native {
 
-enum class UnaryOp {
-  kNeg,
-  kAbs,
-  kSign,  // -1, 0 or 1 (0 for nan)
-  kExp,
-  kLog,
-  kSqrt,
-  kRsqrt,  // 1 / sqrt(x)
-  kRelu,   // max(x, 0); nan stays nan
-  kSigmoid,
-  kTanh,
-};
+using optable::UnaryArgs;
 
+// The op's name in the table ("relu", "gelu_tanh", ...).
 const char* unary_op_name(UnaryOp op);
-// The dtype of op(x) for an input of `dtype`; throws for bool where the op
-// does not apply (neg, abs, relu).
+// The dtype of op(x) for an input of `dtype`; throws where the op's rule
+// rejects the dtype (bool for neg/abs/relu, non-floating for activations).
 DType unary_result_dtype(UnaryOp op, DType dtype);
 
-Tensor unary(UnaryOp op, const Tensor& self);
+Tensor unary(UnaryOp op, const Tensor& self, const UnaryArgs& args = {});
 // self = op(self).  Bumps self's version.
-void unary_(UnaryOp op, const Tensor& self);
+void unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args = {});
+// The op's derivative as one fused pass: optable::<Op>::backward(grad, saved)
+// per element, saved being the forward's input or output as the table says.
+// grad and saved have one shape; the result has saved's (floating) dtype.
+Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved,
+                      const UnaryArgs& args = {});
 
 // self ** exponent.  Integer tensors stay integral for an integral exponent
 // (a negative one throws); a fractional exponent gives float32.
@@ -46,53 +45,33 @@ Tensor pow(const Tensor& self, Scalar exponent);
 // fractional bound on an integer tensor gives float32.
 Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);
 void clamp_(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max);
-
-// ---- fused backward kernels -----------------------------------------------------
-// `grad` and `saved` have one shape; the result has saved's (floating) dtype.
-enum class UnaryBackwardOp {
-  kRelu,     // saved = output:  grad * (out > 0)
-  kSigmoid,  // saved = output:  grad * out * (1 - out)
-  kTanh,     // saved = output:  grad * (1 - out^2)
-  kSqrt,     // saved = output:  grad / (2 * out)
-  kRsqrt,    // saved = output:  -0.5 * grad * out^3
-  kAbs,      // saved = input:   grad * sign(x)
-};
-Tensor unary_backward(UnaryBackwardOp op, const Tensor& grad, const Tensor& saved);
 // grad * exponent * self^(exponent - 1) (zero for exponent 0).
 Tensor pow_backward(const Tensor& grad, const Tensor& self, double exponent);
 // grad where min <= self <= max (absent bounds always pass), else 0.
 Tensor clamp_backward(const Tensor& grad, const Tensor& self, std::optional<Scalar> min,
                       std::optional<Scalar> max);
 
-}  // namespace native
-
-namespace cpu {
+// ---- kernels (one slot per device type) -----------------------------------------
 // out = op(in); both of out's shape and dtype.
-void unary_kernel(native::UnaryOp op, const Tensor& out, const Tensor& in);
-void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent);
-void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min,
-                  std::optional<Scalar> max);
-// out = f(grad, saved); all three of one shape and dtype.
-void unary_backward_kernel(native::UnaryBackwardOp op, const Tensor& out, const Tensor& grad,
-                           const Tensor& saved);
-void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
-                         double exponent);
-void clamp_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
-                           std::optional<Scalar> min, std::optional<Scalar> max);
-}  // namespace cpu
+using UnaryKernel = void (*)(UnaryOp op, const UnaryArgs& args, const Tensor& out,
+                             const Tensor& in);
+// out = op's backward(grad, saved); all three of one shape and floating dtype.
+using UnaryBackwardKernel = void (*)(UnaryOp op, const UnaryArgs& args, const Tensor& out,
+                                     const Tensor& grad, const Tensor& saved);
+using PowScalarKernel = void (*)(const Tensor& out, const Tensor& in, Scalar exponent);
+using ClampKernel = void (*)(const Tensor& out, const Tensor& in, std::optional<Scalar> min,
+                             std::optional<Scalar> max);
+using PowBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& self,
+                                   double exponent);
+using ClampBackwardKernel = void (*)(const Tensor& out, const Tensor& grad, const Tensor& self,
+                                     std::optional<Scalar> min, std::optional<Scalar> max);
 
-namespace cuda {
-// The same kernels for tensors on one CUDA device (tensor/native/CudaElementwise.cpp),
-// queued on its current stream.
-void unary_kernel(native::UnaryOp op, const Tensor& out, const Tensor& in);
-void pow_scalar_kernel(const Tensor& out, const Tensor& in, Scalar exponent);
-void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min,
-                  std::optional<Scalar> max);
-void unary_backward_kernel(native::UnaryBackwardOp op, const Tensor& out, const Tensor& grad,
-                           const Tensor& saved);
-void pow_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
-                         double exponent);
-void clamp_backward_kernel(const Tensor& out, const Tensor& grad, const Tensor& self,
-                           std::optional<Scalar> min, std::optional<Scalar> max);
-}  // namespace cuda
+extern DispatchStub<UnaryKernel> unary_stub;
+extern DispatchStub<UnaryBackwardKernel> unary_backward_stub;
+extern DispatchStub<PowScalarKernel> pow_scalar_stub;
+extern DispatchStub<ClampKernel> clamp_stub;
+extern DispatchStub<PowBackwardKernel> pow_backward_stub;
+extern DispatchStub<ClampBackwardKernel> clamp_backward_stub;
+
+}  // namespace native
 }  // namespace loom

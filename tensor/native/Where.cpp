@@ -9,6 +9,8 @@
 namespace loom {
 namespace native {
 
+DispatchStub<WhereKernel> where_stub("where");
+
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   check_defined("where", condition, "condition");
   check_defined("where", self, "self");
@@ -25,10 +27,7 @@ Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   const Tensor c = expand_to(condition, shape);
   const Tensor a = expand_to(to(self, self.device(), dtype), shape);
   const Tensor b = expand_to(to(other, other.device(), dtype), shape);
-  if (out.is_cuda())
-    cuda::where_kernel(out, c, a, b);
-  else
-    cpu::where_kernel(out, c, a, b);
+  where_stub(out.device(), out, c, a, b);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/native/DispatchStub.h"
 
 namespace loom {
 namespace native {
@@ -12,16 +13,12 @@ namespace native {
 // Throws naming the shapes that do not broadcast and the devices that differ.
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other);
 
-}  // namespace native
-
-namespace cpu {
+// ---- kernels (one slot per device type) -----------------------------------------
 // out = condition ? a : b; all four of out's shape, a and b of out's dtype.
-void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
-}  // namespace cpu
+using WhereKernel = void (*)(const Tensor& out, const Tensor& condition, const Tensor& a,
+                             const Tensor& b);
 
-namespace cuda {
-// The same for tensors on one CUDA device (tensor/cuda/Where.cu), queued on
-// its current stream.
-void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b);
-}  // namespace cuda
+extern DispatchStub<WhereKernel> where_stub;
+
+}  // namespace native
 }  // namespace loom

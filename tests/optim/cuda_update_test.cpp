@@ -1,5 +1,5 @@
 // CUDA optimizer steps (tensor/cuda/Optim.cu, multi-tensor) against the CPU
-// update loops (optim/Update.cpp) as the oracle.
+// update loops (tensor/cpu/Optim.cpp) as the oracle.
 //
 // The CUDA kernels do the CPU's operations in the CPU's order with one
 // rounding each, so the direct tests below demand bit-equal parameters and
@@ -11,7 +11,7 @@
 // tolerance.  Tagged gpu; every case skips itself where no GPU is visible.
 #include <vector>
 
-#include "optim/Update.h"
+#include "tensor/native/Optim.h"
 #include "tests/CudaTestUtil.h"
 
 namespace loom {
@@ -46,7 +46,7 @@ TEST_F(CudaUpdate, SgdStepsAreBitEqual) {
   for (DType dtype : {kFloat32, kFloat64})
     for (const IntList& shape : kShapes)
       for (const Case& c : cases) {
-        optim::SGDHyper h;
+        native::SGDHyper h;
         h.lr = 0.1;
         h.momentum = c.momentum;
         h.dampening = c.dampening;
@@ -58,8 +58,8 @@ TEST_F(CudaUpdate, SgdStepsAreBitEqual) {
         const bool mom = c.momentum != 0;
         for (int step = 0; step < 4; ++step) {
           const Tensor g = sample(dtype, shape, 10 + step);
-          optim::sgd_update(p, g, mom ? buf : Tensor(), step == 0, h);
-          optim::sgd_update(pg, g.to(kGpu), mom ? bufg : Tensor(), step == 0, h);
+          native::sgd_update(p, g, mom ? buf : Tensor(), step == 0, h);
+          native::sgd_update(pg, g.to(kGpu), mom ? bufg : Tensor(), step == 0, h);
           ASSERT_TRUE(BitEqual(pg, p)) << dtype_name(dtype) << " " << shape_str(shape)
                                        << " momentum " << c.momentum << " step " << step;
           if (mom) {
@@ -76,7 +76,7 @@ TEST_F(CudaUpdate, AdamStepsAreBitEqual) {
         for (bool amsgrad : {false, true})
           for (double wd : {0.0, 0.02})
             for (bool maximize : {false, true}) {
-              optim::AdamHyper h;
+              native::AdamHyper h;
               h.lr = 1e-2;
               h.beta1 = 0.9;
               h.beta2 = 0.999;
@@ -91,8 +91,8 @@ TEST_F(CudaUpdate, AdamStepsAreBitEqual) {
               for (int step = 1; step <= 4; ++step) {
                 h.step = step;
                 const Tensor g = sample(dtype, shape, 20 + step);
-                optim::adam_update(p, g, m, v, amsgrad ? vmax : Tensor(), h);
-                optim::adam_update(pg, g.to(kGpu), mg, vg, amsgrad ? vmaxg : Tensor(), h);
+                native::adam_update(p, g, m, v, amsgrad ? vmax : Tensor(), h);
+                native::adam_update(pg, g.to(kGpu), mg, vg, amsgrad ? vmaxg : Tensor(), h);
                 ASSERT_TRUE(BitEqual(pg, p)) << dtype_name(dtype) << " " << shape_str(shape)
                                              << " decoupled " << decoupled << " amsgrad "
                                              << amsgrad << " wd " << wd << " step " << step;
@@ -106,14 +106,14 @@ TEST_F(CudaUpdate, AdamStepsAreBitEqual) {
 }
 
 TEST_F(CudaUpdate, GradientsAreConvertedAndMadeContiguous) {
-  optim::SGDHyper h;
+  native::SGDHyper h;
   h.lr = 0.5;
   Tensor p = sample(kFloat32, {4, 3}, 3), pg = p.to(kGpu);
   const Tensor g = sample(kFloat64, {3, 4}, 4);
-  optim::sgd_update(p, g.t(), Tensor(), false, h);
-  optim::sgd_update(pg, g.to(kGpu).t(), Tensor(), false, h);
+  native::sgd_update(p, g.t(), Tensor(), false, h);
+  native::sgd_update(pg, g.to(kGpu).t(), Tensor(), false, h);
   EXPECT_TRUE(BitEqual(pg, p));
-  EXPECT_LOOM_ERROR(optim::sgd_update(pg, g.t().to(kFloat32), Tensor(), false, h), "SGD",
+  EXPECT_LOOM_ERROR(native::sgd_update(pg, g.t().to(kFloat32), Tensor(), false, h), "SGD",
                     "gradient on");
 }
 

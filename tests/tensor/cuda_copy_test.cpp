@@ -1,4 +1,4 @@
-// Host<->GPU and GPU<->GPU copies (tensor/native/CudaCopy.h), fills on the
+// Host<->GPU and GPU<->GPU copies (tensor/cuda/Copy.cpp), fills on the
 // GPU, and the error every other op gives for CUDA tensors.  Tagged gpu;
 // every case skips itself where no GPU is visible.  The CPU tensors are the
 // oracle: a round trip must give back exactly the same values.

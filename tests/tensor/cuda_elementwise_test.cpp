@@ -28,20 +28,28 @@ using testing_cuda::Parity;
 using testing_cuda::sample;
 
 using native::BinaryOp;
-using native::UnaryBackwardOp;
 using native::UnaryOp;
 
 const DType kAllDTypes[] = {kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool};
 const DType kFloatDTypes[] = {kFloat32, kFloat64};
-const BinaryOp kBinaryOps[] = {BinaryOp::kAdd, BinaryOp::kSub,     BinaryOp::kMul,
-                               BinaryOp::kDiv, BinaryOp::kPow,     BinaryOp::kMaximum,
-                               BinaryOp::kMinimum, BinaryOp::kEq,  BinaryOp::kNe,
-                               BinaryOp::kLt,  BinaryOp::kLe,      BinaryOp::kGt,
-                               BinaryOp::kGe};
-const UnaryOp kUnaryOps[] = {UnaryOp::kNeg,  UnaryOp::kAbs,   UnaryOp::kSign,
-                             UnaryOp::kExp,  UnaryOp::kLog,   UnaryOp::kSqrt,
-                             UnaryOp::kRsqrt, UnaryOp::kRelu, UnaryOp::kSigmoid,
-                             UnaryOp::kTanh};
+// Every op of the binary table (tensor/native/BinaryOps.h).
+std::vector<BinaryOp> all_binary_ops() {
+  std::vector<BinaryOp> out;
+  optable::for_each_op(optable::BinaryOpList{}, [&](auto tag) {
+    out.push_back(native::binary_op<typename decltype(tag)::type>());
+  });
+  return out;
+}
+const std::vector<BinaryOp> kBinaryOps = all_binary_ops();
+// Every op of the unary table (tensor/native/UnaryOps.h), default parameters.
+std::vector<UnaryOp> all_unary_ops() {
+  std::vector<UnaryOp> out;
+  optable::for_each_op(optable::UnaryOpList{}, [&](auto tag) {
+    out.push_back(native::unary_op<typename decltype(tag)::type>());
+  });
+  return out;
+}
+const std::vector<UnaryOp> kUnaryOps = all_unary_ops();
 
 class CudaElementwise : public testing_cuda::CudaTest {};
 
@@ -97,8 +105,9 @@ TEST_F(CudaElementwise, EveryBinaryOpAndDTypeContiguous) {
 }
 
 TEST_F(CudaElementwise, LongContiguousRunsTakeTheVectorLoop) {
-  for (BinaryOp op : {BinaryOp::kAdd, BinaryOp::kMul, BinaryOp::kDiv, BinaryOp::kMaximum,
-                      BinaryOp::kLt})
+  for (BinaryOp op : {native::binary_op<optable::Add>(), native::binary_op<optable::Mul>(),
+                      native::binary_op<optable::Div>(), native::binary_op<optable::Maximum>(),
+                      native::binary_op<optable::Lt>()})
     for (DType d : kAllDTypes) {
       const Tensor a = sample(d, {1001, 67}, 3), b = sample(d, {1001, 67}, 4);
       EXPECT_TRUE(SameOnBoth([op](auto& in) { return binary_of(op, in); }, {a, b}))
@@ -128,8 +137,8 @@ TEST_F(CudaElementwise, BinaryOnStridedAndMisalignedViews) {
   // One operand strided, the other contiguous.
   for (DType d : kAllDTypes) {
     const Tensor a = sample(d, {7, 5}, 7).to(kGpu), b = sample(d, {5, 7}, 8).to(kGpu);
-    EXPECT_TRUE(Parity(native::binary(BinaryOp::kMaximum, a.t(), b),
-                       native::binary(BinaryOp::kMaximum, a.cpu().t(), b.cpu())))
+    EXPECT_TRUE(Parity(native::binary(native::binary_op<optable::Maximum>(), a.t(), b),
+                       native::binary(native::binary_op<optable::Maximum>(), a.cpu().t(), b.cpu())))
         << dtype_name(d);
   }
 }
@@ -186,15 +195,15 @@ TEST_F(CudaElementwise, ScalarOperandsAndAlpha) {
   const Tensor x = sample(kFloat32, {33, 3}, 20).to(kGpu);
   EXPECT_TRUE(Parity(x * 2, x.cpu() * 2));
   EXPECT_TRUE(Parity(x + 0.5, x.cpu() + 0.5));
-  EXPECT_TRUE(Parity(native::binary(BinaryOp::kAdd, x, x.t().t(), 2.5),
-                     native::binary(BinaryOp::kAdd, x.cpu(), x.cpu(), 2.5)));
-  EXPECT_TRUE(Parity(native::binary(BinaryOp::kSub, x, x * 3, -1.5),
-                     native::binary(BinaryOp::kSub, x.cpu(), x.cpu() * 3, -1.5)));
+  EXPECT_TRUE(Parity(native::binary(native::binary_op<optable::Add>(), x, x.t().t(), 2.5),
+                     native::binary(native::binary_op<optable::Add>(), x.cpu(), x.cpu(), 2.5)));
+  EXPECT_TRUE(Parity(native::binary(native::binary_op<optable::Sub>(), x, x * 3, -1.5),
+                     native::binary(native::binary_op<optable::Sub>(), x.cpu(), x.cpu() * 3, -1.5)));
   const Tensor i = sample(kInt64, {10}, 21).to(kGpu);
   EXPECT_TRUE(Parity(i * 3, i.cpu() * 3));
   EXPECT_TRUE(Parity(i * 0.5, i.cpu() * 0.5));  // float32, as PyTorch
-  EXPECT_TRUE(Parity(native::binary(BinaryOp::kAdd, i, i, 3),
-                     native::binary(BinaryOp::kAdd, i.cpu(), i.cpu(), 3)));
+  EXPECT_TRUE(Parity(native::binary(native::binary_op<optable::Add>(), i, i, 3),
+                     native::binary(native::binary_op<optable::Add>(), i.cpu(), i.cpu(), 3)));
 }
 
 TEST_F(CudaElementwise, SpecialFloatValues) {
@@ -234,8 +243,8 @@ TEST_F(CudaElementwise, InPlaceIntoStridedSelfWithBroadcastOther) {
 TEST_F(CudaElementwise, InPlaceWithOtherAliasingSelf) {
   Tensor host = sample(kFloat32, {6, 6}, 24);
   Tensor dev = host.to(kGpu);
-  native::binary_(BinaryOp::kSub, host, host.t());
-  native::binary_(BinaryOp::kSub, dev, dev.t());
+  native::binary_(native::binary_op<optable::Sub>(), host, host.t());
+  native::binary_(native::binary_op<optable::Sub>(), dev, dev.t());
   EXPECT_TRUE(Parity(dev, host));
 }
 
@@ -318,16 +327,14 @@ TEST_F(CudaElementwise, BackwardKernels) {
   for (DType d : kFloatDTypes) {
     const Tensor grad = sample(d, {17, 9}, 37);
     const Tensor saved = sample(d, {17, 9}, 38);
-    for (UnaryBackwardOp op : {UnaryBackwardOp::kRelu, UnaryBackwardOp::kSigmoid,
-                               UnaryBackwardOp::kTanh, UnaryBackwardOp::kSqrt,
-                               UnaryBackwardOp::kRsqrt, UnaryBackwardOp::kAbs}) {
+    for (UnaryOp op : kUnaryOps) {
       EXPECT_TRUE(SameOnBoth([op](auto& in) { return native::unary_backward(op, in[0], in[1]); },
                              {grad, saved}))
-          << static_cast<int>(op) << " " << dtype_name(d);
+          << native::unary_op_name(op) << " " << dtype_name(d);
       // Broadcast-free but strided: both transposed.
       EXPECT_TRUE(SameOnBoth([op](auto& in) { return native::unary_backward(op, in[0], in[1]); },
                              {grad, saved}, [](const Tensor& t) { return t.t(); }))
-          << static_cast<int>(op) << " " << dtype_name(d) << " transposed";
+          << native::unary_op_name(op) << " " << dtype_name(d) << " transposed";
     }
     for (double e : {0.0, 1.0, 2.0, 3.0, 0.5, -1.5})
       EXPECT_TRUE(SameOnBoth([e](auto& in) { return native::pow_backward(in[0], in[1], e); },
@@ -342,7 +349,7 @@ TEST_F(CudaElementwise, BackwardKernels) {
   }
   // A float32 grad for a float64 saved tensor is converted first.
   EXPECT_TRUE(SameOnBoth(
-      [](auto& in) { return native::unary_backward(UnaryBackwardOp::kTanh, in[0], in[1]); },
+      [](auto& in) { return native::unary_backward(native::unary_op<optable::Tanh>(), in[0], in[1]); },
       {sample(kFloat32, {5}, 39), sample(kFloat64, {5}, 40)}));
 }
 
@@ -386,13 +393,15 @@ TEST_F(CudaElementwise, IsClose) {
 
 TEST_F(CudaElementwise, MixedCpuAndCudaInputsNameBothDevices) {
   const Tensor g = ones({2, 3}, kGpu), c = ones({2, 3});
-  EXPECT_LOOM_ERROR(native::binary(BinaryOp::kAdd, g, c), "add", "same device", "cuda:0", "cpu");
-  EXPECT_LOOM_ERROR(native::binary(BinaryOp::kLt, c, g), "lt", "same device", "cuda:0", "cpu");
-  EXPECT_LOOM_ERROR(native::binary_(BinaryOp::kMul, g, c), "mul", "cuda:0", "cpu");
+  EXPECT_LOOM_ERROR(native::binary(native::binary_op<optable::Add>(), g, c), "add", "same device",
+                    "cuda:0", "cpu");
+  EXPECT_LOOM_ERROR(native::binary(native::binary_op<optable::Lt>(), c, g), "lt", "same device",
+                    "cuda:0", "cpu");
+  EXPECT_LOOM_ERROR(native::binary_(native::binary_op<optable::Mul>(), g, c), "mul", "cuda:0", "cpu");
   EXPECT_LOOM_ERROR(native::where(c.gt(0), g, g), "where", "cuda:0", "cpu");
   EXPECT_LOOM_ERROR(native::where(g.gt(0), g, c), "where", "cuda:0", "cpu");
   EXPECT_LOOM_ERROR(native::isclose(g, c, 1e-5, 1e-8), "isclose", "cuda:0", "cpu");
-  EXPECT_LOOM_ERROR(native::unary_backward(UnaryBackwardOp::kRelu, c, g), "cuda:0", "cpu");
+  EXPECT_LOOM_ERROR(native::unary_backward(native::unary_op<optable::Relu>(), c, g), "cuda:0", "cpu");
   EXPECT_LOOM_ERROR(g + c, "same device", "cuda:0", "cpu");
 }
 
@@ -401,14 +410,16 @@ TEST_F(CudaElementwise, MoreUnmergeableDimsThanTheKernelTakes) {
   // more dims than a kernel takes and the ops run on contiguous copies.
   const Tensor host = sample(kFloat32, {2, 2, 2, 2, 2, 2, 2, 2, 2}, 60);
   auto reversed = [](const Tensor& t) { return t.permute({8, 7, 6, 5, 4, 3, 2, 1, 0}); };
-  EXPECT_TRUE(SameOnBoth([](auto& in) { return native::unary(UnaryOp::kExp, in[0]); }, {host},
-                         reversed));
-  EXPECT_TRUE(SameOnBoth([](auto& in) { return binary_of(BinaryOp::kAdd, in); }, {host, host},
-                         reversed));
+  EXPECT_TRUE(SameOnBoth(
+      [](auto& in) { return native::unary(native::unary_op<optable::Exp>(), in[0]); }, {host},
+      reversed));
+  EXPECT_TRUE(SameOnBoth(
+      [](auto& in) { return binary_of(native::binary_op<optable::Add>(), in); }, {host, host},
+      reversed));
   // In place into a reversed self: computed contiguously, then copied back.
   Tensor h = host.clone(), d = host.to(kGpu);
-  native::binary_(BinaryOp::kMul, reversed(h), host);
-  native::binary_(BinaryOp::kMul, reversed(d), host.to(kGpu));
+  native::binary_(native::binary_op<optable::Mul>(), reversed(h), host);
+  native::binary_(native::binary_op<optable::Mul>(), reversed(d), host.to(kGpu));
   EXPECT_TRUE(Parity(d, h));
 }
 

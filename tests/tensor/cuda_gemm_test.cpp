@@ -1,4 +1,4 @@
-// cuBLAS GEMM (tensor/cuda/Gemm.cu via tensor/native/CudaLinalg.cpp) against
+// cuBLAS GEMM (tensor/cuda/Gemm.cu via tensor/cuda/Gemm.cpp) against
 // the CPU kernels as the oracle: mm, bmm, matmul (every rank combination,
 // broadcast batch dims) and linear, forward and backward through autograd,
 // float32 (TF32 off) and float64, plus the integer kernel; transposed,

@@ -1,12 +1,12 @@
 // The CUDA runtime queries (devices, properties, current device, guards,
-// errors) and the one proof kernel (cuda::vector_add), checked against
-// loom's CPU add.  The GPU cases skip where no GPU is
+// errors) and a first kernel through the dispatch slots (a + b on the GPU),
+// checked against loom's CPU add.  The GPU cases skip where no GPU is
 // visible (and in builds without CUDA); the rest run everywhere.
 #include <cstdlib>
 #include <thread>
 
 #include "tensor/CudaRuntime.h"
-#include "tensor/cuda/VectorAdd.h"
+#include "tensor/Factory.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -75,7 +75,7 @@ TEST(CudaRuntime, BadDeviceIndexNamesIndexAndCount) {
   EXPECT_EQ(cuda::current_device(), 0);  // failed calls changed nothing
 }
 
-TEST(CudaRuntime, VectorAddMatchesCpu) {
+TEST(CudaRuntime, AddMatchesCpu) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
   Generator gen(7);
   // Sizes around the block (256) and grid (65535 blocks) limits.
@@ -84,26 +84,15 @@ TEST(CudaRuntime, VectorAddMatchesCpu) {
     Tensor a = randn({n}, kFloat32, &gen);
     Tensor b = randn({n}, kFloat32, &gen);
     Tensor expected = a + b;  // loom's CPU kernel is the oracle
-    Tensor out = empty({n}, kFloat32);
-    cuda::vector_add(a.data_ptr<float>(), b.data_ptr<float>(), out.data_ptr<float>(), n);
+    Tensor out = (a.to("cuda:0") + b.to("cuda:0")).to(kCPU);
     // IEEE float addition is exact-rounded on both sides: demand equality.
     EXPECT_TRUE(AllClose(out, expected, 0, 0)) << "n = " << n;
   }
 }
 
-TEST(CudaRuntime, VectorAddChecksArguments) {
-  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";
-  float x = 1;
-  EXPECT_LOOM_ERROR(cuda::vector_add(&x, &x, &x, -1), "n must be >= 0");
-  EXPECT_LOOM_ERROR(cuda::vector_add(&x, &x, &x, 1, cuda::device_count()), "no CUDA device");
-  cuda::vector_add(&x, &x, &x, 0);  // nothing to do
-  EXPECT_EQ(x, 1.0f);
-}
-
-TEST(CudaRuntime, VectorAddWithoutGpuThrows) {
+TEST(CudaRuntime, CudaTensorWithoutGpuThrows) {
   if (cuda::is_available()) GTEST_SKIP() << "a CUDA device is visible";
-  float x = 1;
-  EXPECT_LOOM_ERROR(cuda::vector_add(&x, &x, &x, 1), "cuda::vector_add");
+  EXPECT_LOOM_ERROR(ones({1}).to(Device("cuda:0")), "CUDA device 0", "not available");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // CUDA streams and events behind loom's Stream API (tensor/Stream.h), the
 // stream-aware caching allocator (record_stream) and the cross-stream copy
-// contract (tensor/native/CudaCopy.h).  Tagged gpu; every case skips itself
+// contract (tensor/cuda/Copy.cpp).  Tagged gpu; every case skips itself
 // where no GPU is visible.
 //
 // Ordering is checked with a long kernel (cuda::sleep_cycles, ~0.1 s) queued
@@ -15,7 +15,7 @@
 #include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/StreamEvent.h"
-#include "tensor/native/CudaCopy.h"
+#include "tensor/native/Copy.h"
 #include "tests/CudaTestUtil.h"
 #include "tests/TestUtil.h"
 
@@ -250,7 +250,7 @@ TEST_F(CudaStream, DeviceToHostNonBlockingCopyIsOrderedAfterTheProducer) {
   d.fill_(9);  // behind the sleep, on a
   Tensor pinned = cuda::pinned_empty({kN});
   pinned.fill_(0);
-  native::copy_cuda_(pinned, d, /*non_blocking=*/true);
+  native::copy_(pinned, d, /*non_blocking=*/true);
   a.synchronize();  // the current stream waits on the copy's event
   EXPECT_TRUE(AllEqual(pinned, 9));
 }

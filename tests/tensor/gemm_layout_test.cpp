@@ -3,7 +3,7 @@
 // which leading dimension) and which are copied, and the row-major ->
 // column-major mapping that cuBLAS gets.  The mapping is checked end to end:
 // a reference column-major GEMM (cuBLAS's definition, on raw pointers) runs
-// with exactly the arguments CudaLinalg.cpp would pass, on the views' own
+// with exactly the arguments tensor/cuda/Gemm.cpp would pass, on the views' own
 // memory, and must equal a naive row-major product -- for every combination
 // of plain, transposed, padded (ld > cols) and sliced operands, odd sizes
 // and the size-1 edge cases.
@@ -113,7 +113,7 @@ TEST(GemmLayout, ColumnMajorCallComputesTheRowMajorProduct) {
         Tensor a = make_view(ka, m, k, ++seed), b = make_view(kb, k, n, ++seed);
         MatrixLayout la = matrix_layout(m, k, a.stride(0), a.stride(1));
         MatrixLayout lb = matrix_layout(k, n, b.stride(0), b.stride(1));
-        // What CudaLinalg does for a copied operand.
+        // What tensor/cuda/Gemm.cpp does for a copied operand.
         if (la.copy) a = a.contiguous(), la = matrix_layout(m, k, a.stride(0), a.stride(1));
         if (lb.copy) b = b.contiguous(), lb = matrix_layout(k, n, b.stride(0), b.stride(1));
         ASSERT_FALSE(la.copy || lb.copy);

@@ -6,8 +6,12 @@ carries no LOOM_WITH_CUDA define, so callers compile their CPU-only path.
 
 nvcc sees the workspace root (-I., so includes read "tensor/Error.h"), the
 generated-files root, and the toolkit's header folders (cuda_runtime.h,
-cuBLAS, cuDNN, NCCL).  The inputs of each compile are the .cu, `hdrs`, and
-every .h/.cuh of the package, so a .cu may include any header beside it.
+cuBLAS, cuDNN, NCCL).  The inputs of each compile are the .cu, `hdrs`, every
+.h/.cuh in the folders of the .cu files, and `device_hdrs`: the few headers
+elsewhere that device code reads (plain C++: op tables, shapes, dtypes).
+Nothing else is visible in the sandbox, so a .cu that includes another
+header fails to compile, and editing a header that only host code reads
+(Tensor.h, say) leaves every nvcc object cached.
 The objects link into the cc_library with @local_cuda//:cudart (libcudart.so
 by name, with an rpath to the toolkit), whose LOOM_WITH_CUDA define reaches
 every dependent C++ file.
@@ -25,12 +29,21 @@ NVCC_FLAGS = [
     "-DLOOM_WITH_CUDA=1",
 ]
 
-def cuda_library(name, srcs = [], hdrs = [], deps = [], copts = [], **kwargs):
+def cuda_library(name, srcs = [], hdrs = [], device_hdrs = [], deps = [], copts = [], **kwargs):
     if not CUDA_ENABLED:
         native.cc_library(name = name, hdrs = hdrs, deps = deps, **kwargs)
         return
+    folders = []
+    for src in srcs:
+        folder = src.rpartition("/")[0]
+        if folder not in folders:
+            folders.append(folder)
     headers = list(hdrs)
-    for h in native.glob(["**/*.h", "**/*.cuh"]):
+    patterns = []
+    for folder in folders:
+        prefix = folder + "/" if folder else ""
+        patterns += [prefix + "*.h", prefix + "*.cuh"]
+    for h in native.glob(patterns) + device_hdrs:
         if h not in headers:
             headers.append(h)
     objs = []

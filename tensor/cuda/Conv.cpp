@@ -1,13 +1,11 @@
-// The CUDA backend of conv2d: cuda::conv2d_forward_kernel and
-// conv2d_backward_kernel (declared in Convolution.h).  native::conv2d has
+// The CUDA backend of conv2d: kernels for the dispatch slots of
+// native/Convolution.h.  native::conv2d has
 // already checked the arguments, worked out the geometry and made every
 // operand contiguous NCHW; this checks cuDNN's 32-bit limits, answers the
 // empty cases itself (cuDNN rejects zero-sized descriptors: an empty output,
 // zero input channels, an empty batch), lends the launcher workspace from
 // the caching allocator (uint8 tensors on the device, freed stream-ordered
 // after the call) and passes the TF32 / benchmark switches of CudaFlags.h.
-// Without CUDA the launchers are stubs (bottom of this file) that throw; the
-// native ops never reach them, as check_kernel_device throws first.
 #include <climits>
 #include <vector>
 
@@ -15,7 +13,6 @@
 #include "tensor/CudaRuntime.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
-#include "tensor/cpu/Convolution.h"
 #include "tensor/cuda/Conv.h"
 #include "tensor/native/Convolution.h"
 #include "tensor/native/Copy.h"
@@ -36,7 +33,7 @@ ConvOptions options_for(const Tensor& t) {
 }
 
 // cuDNN's legacy API takes int sizes and tensors of fewer than 2^31 elements.
-void check_limits(const cpu::ConvGeometry& g) {
+void check_limits(const native::ConvGeometry& g) {
   const int64_t sizes[] = {g.batch,    g.in_channels, g.height,   g.width,    g.out_channels,
                            g.kernel_h, g.kernel_w,    g.out_h,    g.out_w,    g.stride_h,
                            g.stride_w, g.pad_h,       g.pad_w,    g.dilation_h, g.dilation_w};
@@ -66,14 +63,14 @@ class Workspaces {
   std::vector<Tensor> blocks_;  // (bytes) uint8 each
 };
 
-bool empty_problem(const cpu::ConvGeometry& g) {
+bool empty_problem(const native::ConvGeometry& g) {
   return g.batch == 0 || g.in_channels == 0 || g.height == 0 || g.width == 0 ||
          g.out_channels == 0 || g.out_h == 0 || g.out_w == 0;
 }
 
 }  // namespace
 
-void conv2d_forward_kernel(const cpu::ConvGeometry& g, const Tensor& input, const Tensor& weight,
+void conv2d_forward_kernel(const native::ConvGeometry& g, const Tensor& input, const Tensor& weight,
                            const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
   if (empty_problem(g)) {  // no input terms: out = bias (or 0)
@@ -92,7 +89,7 @@ void conv2d_forward_kernel(const cpu::ConvGeometry& g, const Tensor& input, cons
                  ws.fn());
 }
 
-void conv2d_backward_kernel(const cpu::ConvGeometry& g, const Tensor& input,
+void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
                             const Tensor& weight, const Tensor& grad_output,
                             const Tensor& grad_input, const Tensor& grad_weight,
                             const Tensor& grad_bias) {
@@ -117,23 +114,10 @@ void conv2d_backward_kernel(const cpu::ConvGeometry& g, const Tensor& input,
                   ws.fn());
 }
 
-#ifndef LOOM_WITH_CUDA
-
-namespace {
-constexpr const char* kNoCuda =
-    "loom was built without CUDA (no toolkit found at build time, or LOOM_DISABLE_CUDA=1)";
-}  // namespace
-
-void conv2d_forward(DType, const cpu::ConvGeometry&, const void*, const void*, const void*,
-                    void*, const ConvOptions&, const WorkspaceFn&) {
-  LOOM_FAIL("cuda::conv2d_forward: ", kNoCuda);
-}
-void conv2d_backward(DType, const cpu::ConvGeometry&, const void*, const void*, const void*,
-                     void*, void*, void*, const ConvOptions&, const WorkspaceFn&) {
-  LOOM_FAIL("cuda::conv2d_backward: ", kNoCuda);
-}
-
-#endif  // LOOM_WITH_CUDA
+static const native::RegisterKernel reg_conv2d_forward(native::conv2d_forward_stub, kCUDA,
+                                                       &conv2d_forward_kernel);
+static const native::RegisterKernel reg_conv2d_backward(native::conv2d_backward_stub, kCUDA,
+                                                        &conv2d_backward_kernel);
 
 }  // namespace cuda
 }  // namespace loom

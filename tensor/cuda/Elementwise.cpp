@@ -1,25 +1,23 @@
-// The CUDA backend of the elementwise ops: the cuda::*_kernel functions
-// declared beside their CPU twins in Binary.h, Unary.h and Where.h.  The
-// native ops (Binary.cpp, ...) decide dtypes and broadcasting once for both
-// backends and pass operands already of the output's shape and compute dtype;
+// The CUDA backend of the elementwise ops: kernels for the dispatch slots of
+// native/Binary.h, Unary.h and Where.h (registered at the bottom), and the
+// dtype conversion copies use (Convert.h).  The native ops (Binary.cpp, ...)
+// decide dtypes and broadcasting once for both backends and pass operands
+// already of the output's shape and compute dtype;
 // here each operand's sizes and strides become one ElementwiseLayout (dims of
 // size 1 dropped, dims contiguous in every operand merged, so most layouts
 // end up 1-d and take the vectorised loop) and the raw launcher of
 // tensor/cuda/Elementwise.h runs on the device's current stream.  A layout
 // with more than kMaxElementwiseDims unmergeable dims runs on contiguous
 // copies instead.
-//
-// Without CUDA the launchers are stubs (bottom of this file) that throw; the
-// native ops never reach them, as check_kernel_device throws first.
 #include <vector>
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
+#include "tensor/cuda/Convert.h"
 #include "tensor/cuda/Elementwise.h"
 #include "tensor/native/Binary.h"
 #include "tensor/native/Copy.h"
-#include "tensor/native/CudaCopy.h"
 #include "tensor/native/Unary.h"
 #include "tensor/native/Where.h"
 
@@ -96,8 +94,6 @@ std::pair<double, double> bounds(const std::optional<Scalar>& min,
   return {min ? min->to_double() : 0.0, max ? max->to_double() : 0.0};
 }
 
-}  // namespace
-
 void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
                    Scalar alpha) {
   run(out, {a, b}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
@@ -116,10 +112,12 @@ void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double 
   });
 }
 
-void unary_kernel(native::UnaryOp op, const Tensor& out, const Tensor& in) {
+void unary_kernel(native::UnaryOp op, const optable::UnaryArgs& args, const Tensor& out,
+                  const Tensor& in) {
   run(out, {in}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& i) {
     const int device = o.device().index;
-    unary(op, o.dtype(), l, o.data_ptr(), i[0].data_ptr(), device, current_stream_handle(device));
+    unary(op, args, o.dtype(), l, o.data_ptr(), i[0].data_ptr(), device,
+          current_stream_handle(device));
   });
 }
 
@@ -141,12 +139,12 @@ void clamp_kernel(const Tensor& out, const Tensor& in, std::optional<Scalar> min
   });
 }
 
-void unary_backward_kernel(native::UnaryBackwardOp op, const Tensor& out, const Tensor& grad,
-                           const Tensor& saved) {
+void unary_backward_kernel(native::UnaryOp op, const optable::UnaryArgs& args, const Tensor& out,
+                           const Tensor& grad, const Tensor& saved) {
   run(out, {grad, saved},
       [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
         const int device = o.device().index;
-        unary_backward(op, o.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(),
+        unary_backward(op, args, o.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(),
                        device, current_stream_handle(device));
       });
 }
@@ -182,6 +180,8 @@ void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, c
       });
 }
 
+}  // namespace
+
 void convert_kernel(const Tensor& out, const Tensor& in) {
   run(out, {in}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& i) {
     const int device = o.device().index;
@@ -190,54 +190,19 @@ void convert_kernel(const Tensor& out, const Tensor& in) {
   });
 }
 
-#ifndef LOOM_WITH_CUDA
-
-namespace {
-[[noreturn]] void no_cuda(const char* what) {
-  LOOM_FAIL("cuda::", what, ": loom was built without CUDA (no toolkit found at build time, "
-            "or LOOM_DISABLE_CUDA=1)");
-}
-}  // namespace
-
-void binary(native::BinaryOp, DType, const ElementwiseLayout&, void*, const void*, const void*,
-            double, int, uint64_t) {
-  no_cuda("binary");
-}
-void isclose(const ElementwiseLayout&, void*, const void*, const void*, double, double, int,
-             uint64_t) {
-  no_cuda("isclose");
-}
-void unary(native::UnaryOp, DType, const ElementwiseLayout&, void*, const void*, int, uint64_t) {
-  no_cuda("unary");
-}
-void pow_scalar(DType, const ElementwiseLayout&, void*, const void*, double, int, uint64_t) {
-  no_cuda("pow_scalar");
-}
-void clamp(DType, const ElementwiseLayout&, void*, const void*, bool, double, bool, double, int,
-           uint64_t) {
-  no_cuda("clamp");
-}
-void unary_backward(native::UnaryBackwardOp, DType, const ElementwiseLayout&, void*, const void*,
-                    const void*, int, uint64_t) {
-  no_cuda("unary_backward");
-}
-void pow_backward(DType, const ElementwiseLayout&, void*, const void*, const void*, double, int,
-                  uint64_t) {
-  no_cuda("pow_backward");
-}
-void clamp_backward(DType, const ElementwiseLayout&, void*, const void*, const void*, bool,
-                    double, bool, double, int, uint64_t) {
-  no_cuda("clamp_backward");
-}
-void where(DType, const ElementwiseLayout&, void*, const void*, const void*, const void*, int,
-           uint64_t) {
-  no_cuda("where");
-}
-void convert(DType, DType, const ElementwiseLayout&, void*, const void*, int, uint64_t) {
-  no_cuda("convert");
-}
-
-#endif  // LOOM_WITH_CUDA
+static const native::RegisterKernel reg_binary(native::binary_stub, kCUDA, &binary_kernel);
+static const native::RegisterKernel reg_isclose(native::isclose_stub, kCUDA, &isclose_kernel);
+static const native::RegisterKernel reg_unary(native::unary_stub, kCUDA, &unary_kernel);
+static const native::RegisterKernel reg_unary_backward(native::unary_backward_stub, kCUDA,
+                                                       &unary_backward_kernel);
+static const native::RegisterKernel reg_where(native::where_stub, kCUDA, &where_kernel);
+static const native::RegisterKernel reg_pow_scalar(native::pow_scalar_stub, kCUDA,
+                                                   &pow_scalar_kernel);
+static const native::RegisterKernel reg_clamp(native::clamp_stub, kCUDA, &clamp_kernel);
+static const native::RegisterKernel reg_pow_backward(native::pow_backward_stub, kCUDA,
+                                                     &pow_backward_kernel);
+static const native::RegisterKernel reg_clamp_backward(native::clamp_backward_stub, kCUDA,
+                                                       &clamp_backward_kernel);
 
 }  // namespace cuda
 }  // namespace loom

@@ -1,12 +1,10 @@
-// The CUDA backend of batch norm: cuda::batch_norm_kernel and
-// batch_norm_backward_kernel (declared in Normalization.h).  native::batch_norm
-// has checked the arguments and made the input and parameters contiguous;
-// this lends the kernels their double scratch (per-channel coefficients, from
-// the caching allocator), runs the running-statistics update on contiguous
-// copies when the running tensors are strided (copying back after), and
-// bumps their versions as the CPU path does.  Without CUDA the launchers are
-// stubs (bottom of this file) that throw; the native ops never reach them, as
-// check_kernel_device throws first.
+// The CUDA backend of batch norm: kernels for the dispatch slots of
+// native/Normalization.h.  native::batch_norm has checked the arguments and
+// made the input and parameters contiguous; this lends the kernels their
+// double scratch (per-channel coefficients, from the caching allocator), runs
+// the running-statistics update on contiguous copies when the running
+// tensors are strided (copying back after), and bumps their versions as the
+// CPU kernel does.
 #include "tensor/CudaRuntime.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
@@ -17,15 +15,6 @@
 namespace loom {
 namespace cuda {
 namespace {
-
-cpu::BatchNormShape shape_of(const Tensor& x) {
-  cpu::BatchNormShape s;
-  s.batch = x.size(0);
-  s.channels = x.size(1);
-  s.spatial = 1;
-  for (int64_t d = 2; d < x.dim(); ++d) s.spatial *= x.size(d);
-  return s;
-}
 
 void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
@@ -40,11 +29,11 @@ void check_stat(const Tensor& x, const Tensor& t, const char* name) {
 
 }  // namespace
 
-void batch_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias,
+void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x, const Tensor& weight,
+                       const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training,
                        double momentum, double eps, const Tensor& out, const Tensor& save_mean,
                        const Tensor& save_invstd) {
-  const cpu::BatchNormShape s = shape_of(x);
   const int device = x.device().index;
   // (2, C): a and shift of y = x * a + shift per channel
   const Tensor scratch = empty({2, s.channels}, TensorOptions(kFloat64).device(x.device()));
@@ -68,13 +57,13 @@ void batch_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias
   }
 }
 
-void batch_norm_backward_kernel(const Tensor& grad_output, const Tensor& x, const Tensor& weight,
+void batch_norm_backward_kernel(const native::BatchNormShape& s, const Tensor& grad_output,
+                                const Tensor& x, const Tensor& weight,
                                 const Tensor& save_mean, const Tensor& save_invstd, bool training,
                                 const Tensor& grad_input, const Tensor& grad_weight,
                                 const Tensor& grad_bias) {
   check_stat(x, save_mean, "save_mean");
   check_stat(x, save_invstd, "save_invstd");
-  const cpu::BatchNormShape s = shape_of(x);
   const int device = x.device().index;
   // (3, C): a, b, k of dx = a * dy + b * x + k per channel
   const Tensor scratch = empty({3, s.channels}, TensorOptions(kFloat64).device(x.device()));
@@ -84,25 +73,10 @@ void batch_norm_backward_kernel(const Tensor& grad_output, const Tensor& x, cons
                       device, current_stream_handle(device));
 }
 
-#ifndef LOOM_WITH_CUDA
-
-namespace {
-constexpr const char* kNoCuda =
-    "loom was built without CUDA (no toolkit found at build time, or LOOM_DISABLE_CUDA=1)";
-}  // namespace
-
-void batch_norm_forward(DType, const cpu::BatchNormShape&, const void*, const void*, const void*,
-                        void*, void*, bool, double, double, void*, void*, void*, double*, int,
-                        uint64_t) {
-  LOOM_FAIL("cuda::batch_norm_forward: ", kNoCuda);
-}
-void batch_norm_backward(DType, const cpu::BatchNormShape&, const void*, const void*,
-                         const void*, const void*, const void*, bool, void*, void*, void*,
-                         double*, int, uint64_t) {
-  LOOM_FAIL("cuda::batch_norm_backward: ", kNoCuda);
-}
-
-#endif  // LOOM_WITH_CUDA
+static const native::RegisterKernel reg_batch_norm(native::batch_norm_stub, kCUDA,
+                                                   &batch_norm_kernel);
+static const native::RegisterKernel reg_batch_norm_backward(native::batch_norm_backward_stub, kCUDA,
+                                                            &batch_norm_backward_kernel);
 
 }  // namespace cuda
 }  // namespace loom

@@ -1,5 +1,6 @@
-// cuda::check_index_values: index and target values checked on the device,
-// the verdict brought home without the host waiting (tensor/DeferredChecks.h).
+// The CUDA kernel of native::check_index_values: index and target values
+// checked on the device, the verdict brought home without the host waiting
+// (tensor/DeferredChecks.h).
 //
 // The check kernel writes (first bad position, its value) into two int64 of
 // device memory on the current stream; an asynchronous copy moves them to
@@ -57,8 +58,8 @@ class VerdictInFlight {
 
 }  // namespace
 
-void check_index_values(const Tensor& idx, int64_t limit, bool has_ignore, int64_t ignore,
-                        const std::function<std::string(int64_t)>& message) {
+void check_index_values_kernel(const Tensor& idx, int64_t limit, bool has_ignore, int64_t ignore,
+                               const std::function<std::string(int64_t)>& message) {
   if (idx.numel() == 0) return;
   const int device = idx.device().index;
   const uint64_t stream = current_stream_handle(device);
@@ -86,6 +87,9 @@ void check_index_values(const Tensor& idx, int64_t limit, bool has_ignore, int64
                         " after the op was queued; LOOM_CUDA_SYNC_CHECKS=1 raises it from the op)";
                }});
 }
+
+static const native::RegisterKernel reg_check_index_values(native::check_index_values_stub, kCUDA,
+                                                           &check_index_values_kernel);
 
 }  // namespace cuda
 }  // namespace loom

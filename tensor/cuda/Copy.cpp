@@ -1,5 +1,39 @@
-#include "tensor/native/CudaCopy.h"
-
+// The CUDA kernels of native::copy_ and fill_ (Copy.h): every copy with a
+// CUDA tensor on either side, and fills of CUDA tensors.
+//
+// How a copy runs (dst and src already have the same shape and do not
+// overlap):
+//   - Same CUDA device, same dtype: one strided-copy kernel (or one
+//     device-to-device memcpy when both are contiguous) on the device's
+//     current stream; returns without waiting, as later work on that stream
+//     is ordered after it.
+//   - Across devices, same dtype (the hand-over contract, issue 6): the
+//     source is made contiguous on its own device (current stream), and its
+//     bytes move with cudaMemcpyAsync; a non-contiguous destination is filled
+//     from a contiguous buffer on its own device.
+//       CUDA to CUDA (cuda:i -> cuda:j): the copy runs on cuda:j's copy
+//       stream after an event recorded on cuda:i's current stream (the
+//       producer) and one on cuda:j's current stream (the consumer, which
+//       allocated dst: its earlier work on that block must be done), and
+//       cuda:j's current stream waits on the copy's event.  src's block is
+//       recorded on the copy stream (record_stream), so freeing src at once
+//       is safe.  The host never waits.
+//       Host and CUDA with non_blocking and host memory from loom's pinned
+//       allocator (cuda::pinned_empty): the same on the CUDA device's copy
+//       stream, ordered after and before its current stream; the pinned block
+//       (and a device source) is recorded on the copy stream.  The host does
+//       not wait: synchronize the current stream before reading a host
+//       destination.
+//       Otherwise (blocking, or pageable host memory): on the CUDA device's
+//       current stream, and waited for.
+//     "Current" means the calling thread's (tensor/Stream.h: a StreamGuard,
+//     or the stream whose closure is running).
+//   - Different dtypes: converted on the GPU by one elementwise kernel
+//     (tensor/cuda/Convert.cu, any layouts): on the same device directly;
+//     across devices the bytes move first in the source dtype to the
+//     destination's GPU (host to GPU), or the source is converted on its own
+//     GPU first (GPU to host or GPU to GPU), so the host never converts.
+// Throws loom::Error naming the op and device for an invalid CUDA device.
 #include <cstring>
 
 #include "tensor/CudaGraph.h"
@@ -8,12 +42,13 @@
 #include "tensor/DeferredChecks.h"
 #include "tensor/Factory.h"
 #include "tensor/Stream.h"
+#include "tensor/cuda/Convert.h"
 #include "tensor/cuda/Copy.h"
 #include "tensor/cuda/StreamEvent.h"
 #include "tensor/native/Copy.h"
 
 namespace loom {
-namespace native {
+namespace cuda {
 namespace {
 
 void check_cuda_side(const char* op, const Tensor& t) {
@@ -44,7 +79,7 @@ Tensor contiguous_here(const Tensor& src) {
   if (src.is_cuda())
     copy_within_device(out, src);
   else
-    copy_(out, src);
+    native::copy_(out, src);
   return out;
 }
 
@@ -69,7 +104,7 @@ uint64_t copy_stream_of(int device) {
 }
 
 // Contiguous bytes from one device to another (at least one CUDA), same
-// dtype: the hand-over contract (see CudaCopy.h).
+// dtype: the hand-over contract (see the top of this file).
 void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
   if (dst.is_cuda() && src.is_cuda()) {
     const int from = src.device().index, to = dst.device().index;
@@ -110,9 +145,7 @@ void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
   raise_deferred_errors();  // the host waited anyway: report failed checks
 }
 
-}  // namespace
-
-void copy_cuda_(const Tensor& dst, const Tensor& src, bool non_blocking) {
+void copy_kernel(const Tensor& dst, const Tensor& src, bool non_blocking) {
   check_cuda_side("copy_", dst);
   check_cuda_side("copy_", src);
   if (dst.numel() == 0) return;
@@ -125,12 +158,12 @@ void copy_cuda_(const Tensor& dst, const Tensor& src, bool non_blocking) {
       // Convert on the source's GPU, then move the converted bytes.
       Tensor converted = empty_on(src, dst.dtype(), src.device());
       cuda::convert_kernel(converted, src);
-      copy_cuda_(dst, converted, non_blocking);
+      copy_kernel(dst, converted, non_blocking);
       return;
     }
     // Host source, GPU destination: move src's bytes, convert on the GPU.
     Tensor moved = empty_on(src, src.dtype(), dst.device());
-    copy_cuda_(moved, src, non_blocking);
+    copy_kernel(moved, src, non_blocking);
     cuda::convert_kernel(dst, moved);
     return;
   }
@@ -145,10 +178,10 @@ void copy_cuda_(const Tensor& dst, const Tensor& src, bool non_blocking) {
   if (dst.is_cuda())
     copy_within_device(dst, d);
   else
-    copy_(dst, d);
+    native::copy_(dst, d);
 }
 
-void fill_cuda_(const Tensor& t, Scalar value) {
+void fill_kernel(const Tensor& t, Scalar value) {
   check_cuda_side("fill_", t);
   uint64_t pattern = 0;
   dispatch_dtype(t.dtype(), [&](auto tag) {
@@ -163,5 +196,10 @@ void fill_cuda_(const Tensor& t, Scalar value) {
                      cuda::current_stream_handle(device));
 }
 
-}  // namespace native
+}  // namespace
+
+static const native::RegisterKernel reg_copy(native::copy_stub, kCUDA, &copy_kernel);
+static const native::RegisterKernel reg_fill(native::fill_stub, kCUDA, &fill_kernel);
+
+}  // namespace cuda
 }  // namespace loom

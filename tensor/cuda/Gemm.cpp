@@ -1,11 +1,9 @@
-// The CUDA backend of the matrix products: cuda::gemm_kernel (declared in
-// Linalg.h).  Each operand's layout is decided by the same rule as on the CPU
-// (GemmLayout.h: row-major or transposed views go in as they are, anything
-// else is copied contiguous once), then mapped onto one column-major
-// cublasGemmStridedBatchedEx call (column_major_gemm: C^T = B^T A^T) on the
-// device's current stream.  Without CUDA the launcher is a stub (bottom of
-// this file) that throws; the native ops never reach it, as
-// check_kernel_device throws first.
+// The CUDA backend of the matrix products: kernels for the dispatch slots of
+// native/Linalg.h.  Each operand's layout is decided by the same rule as on
+// the CPU (GemmLayout.h: row-major or transposed views go in as they are,
+// anything else is copied contiguous once), then mapped onto one
+// column-major cublasGemmStridedBatchedEx call (column_major_gemm: C^T =
+// B^T A^T) on the device's current stream.
 #include <climits>
 
 #include "tensor/CudaFlags.h"
@@ -14,6 +12,7 @@
 #include "tensor/native/Copy.h"
 #include "tensor/native/GemmLayout.h"
 #include "tensor/native/Linalg.h"
+#include "tensor/native/Reduce.h"
 
 namespace loom {
 namespace cuda {
@@ -84,14 +83,19 @@ void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
   gemm(out.dtype(), args, matmul_allow_tf32(), device, current_stream_handle(device));
 }
 
-#ifndef LOOM_WITH_CUDA
-
-void gemm(DType, const GemmArgs&, bool, int, uint64_t) {
-  LOOM_FAIL("cuda::gemm: loom was built without CUDA (no toolkit found at build time, or "
-            "LOOM_DISABLE_CUDA=1)");
+// bmm: the batched operands go to the same strided-batched call.
+void bmm_kernel(const Tensor& a, const Tensor& b, const Tensor& out) {
+  gemm_kernel(a, b, out, false);
 }
 
-#endif  // LOOM_WITH_CUDA
+// The column sums of a matrix as one reduction kernel.
+Tensor sum_rows_kernel(const Tensor& matrix) {
+  return native::to(native::sum(matrix, {0}, false), matrix.device(), matrix.dtype());
+}
+
+static const native::RegisterKernel reg_gemm(native::gemm_stub, kCUDA, &gemm_kernel);
+static const native::RegisterKernel reg_bmm(native::bmm_stub, kCUDA, &bmm_kernel);
+static const native::RegisterKernel reg_sum_rows(native::sum_rows_stub, kCUDA, &sum_rows_kernel);
 
 }  // namespace cuda
 }  // namespace loom

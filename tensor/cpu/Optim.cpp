@@ -1,0 +1,99 @@
+// CPU kernels for the fused optimizer updates (native/Optim.h): a loop per
+// parameter, split over the intra-op threads.  PyTorch's CPU kernels round
+// every multiply, so this file is compiled with -ffp-contract=off (see
+// tensor/BUILD: no multiply-add is fused into an FMA) and trajectories match
+// PyTorch's bit for bit.
+#include <cmath>
+
+#include "tensor/Parallel.h"
+#include "tensor/native/Optim.h"
+
+namespace loom {
+namespace cpu {
+namespace {
+
+void sgd_step_kernel(const std::vector<native::SGDParam>& group, const native::SGDHyper& h) {
+  for (const native::SGDParam& s : group) {
+    dispatch_floating(s.param.dtype(), "SGD", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* w = s.param.data_ptr<T>();
+      const T* g = s.grad.data_ptr<T>();
+      T* m = s.momentum_buffer.defined() ? s.momentum_buffer.data_ptr<T>() : nullptr;
+      const T lr = static_cast<T>(h.lr), wd = static_cast<T>(h.weight_decay);
+      const T mom = static_cast<T>(h.momentum), damp = static_cast<T>(1 - h.dampening);
+      const bool use_wd = h.weight_decay != 0, use_mom = h.momentum != 0;
+      const bool first = s.first;
+      parallel_for(0, s.param.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          T d = h.maximize ? -g[i] : g[i];
+          if (use_wd) d = d + wd * w[i];
+          if (use_mom) {
+            if (first) {
+              m[i] = d;
+            } else {
+              const T decayed = m[i] * mom;
+              m[i] = decayed + damp * d;
+            }
+            d = h.nesterov ? d + mom * m[i] : m[i];
+          }
+          w[i] = w[i] - lr * d;
+        }
+      });
+    });
+  }
+}
+
+void adam_step_kernel(const std::vector<native::AdamParam>& group, const native::AdamHyper& h) {
+  const char* who = h.decoupled ? "AdamW" : "Adam";
+  for (const native::AdamParam& s : group) {
+    const double bias_correction1 = 1 - std::pow(h.beta1, s.step);
+    const double bias_correction2 = 1 - std::pow(h.beta2, s.step);
+    const double step_size = h.lr / bias_correction1;
+    const double bc2_sqrt = std::sqrt(bias_correction2);
+    dispatch_floating(s.param.dtype(), who, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* w = s.param.data_ptr<T>();
+      const T* g = s.grad.data_ptr<T>();
+      T* m = s.exp_avg.data_ptr<T>();
+      T* v = s.exp_avg_sq.data_ptr<T>();
+      T* vmax = s.max_exp_avg_sq.defined() ? s.max_exp_avg_sq.data_ptr<T>() : nullptr;
+      const T b1 = static_cast<T>(h.beta1), b2 = static_cast<T>(h.beta2);
+      const T one_minus_b1 = static_cast<T>(1 - h.beta1);
+      const T one_minus_b2 = static_cast<T>(1 - h.beta2);
+      const T wd = static_cast<T>(h.weight_decay);
+      const T decay = static_cast<T>(1 - h.lr * h.weight_decay);
+      const T eps = static_cast<T>(h.eps), bc2 = static_cast<T>(bc2_sqrt);
+      const T neg_step = static_cast<T>(-step_size);
+      const bool use_wd = h.weight_decay != 0;
+      parallel_for(0, s.param.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          T gi = h.maximize ? -g[i] : g[i];
+          if (use_wd) {
+            if (h.decoupled) w[i] = w[i] * decay;
+            else gi = gi + wd * w[i];
+          }
+          const T m_decayed = m[i] * b1;
+          m[i] = m_decayed + one_minus_b1 * gi;
+          const T v_decayed = v[i] * b2;
+          v[i] = v_decayed + one_minus_b2 * (gi * gi);
+          T second = v[i];
+          if (vmax) {
+            vmax[i] = vmax[i] > v[i] ? vmax[i] : v[i];
+            second = vmax[i];
+          }
+          const T denom = std::sqrt(second) / bc2 + eps;
+          w[i] = w[i] + neg_step * (m[i] / denom);
+        }
+      });
+    });
+  }
+}
+
+}  // namespace
+
+static const native::RegisterKernel reg_sgd_step(native::sgd_step_stub, kCPU, &sgd_step_kernel);
+static const native::RegisterKernel reg_adam_step(native::adam_step_stub, kCPU,
+                                                  &adam_step_kernel);
+
+}  // namespace cpu
+}  // namespace loom

@@ -1,0 +1,18 @@
+// The shape batch norm sees, shared by the native op (Normalization.cpp) and
+// the kernels of every backend.  Plain C++ (no Tensor, no CUDA), so nvcc and
+// g++ both read it.
+#pragma once
+
+#include <cstdint>
+
+namespace loom {
+namespace native {
+
+// A contiguous (batch, channels, spatial) input, spatial the product of the
+// dims after the channel dim (1 for (N, C)).
+struct BatchNormShape {
+  int64_t batch = 0, channels = 0, spatial = 1;
+};
+
+}  // namespace native
+}  // namespace loom
