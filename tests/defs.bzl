@@ -15,6 +15,8 @@ def loom_tests(deps = [], tags = {}, size = "small", shard_count = {}, file_deps
             srcs = [src],
             size = size,
             linkstatic = True,
+            # Other tests may run a test binary (tests/tools:gpu_run_dry_test).
+            visibility = ["//tests:__subpackages__"],
             tags = tags.get(src, []),
             shard_count = shard_count.get(src, None),
             data = file_data.get(src, []),

@@ -1,78 +1,275 @@
 #!/usr/bin/env bash
-# The whole GPU check in one call, on a machine with a GPU, nvcc and PyTorch
-# but no Bazel (bench/gpu/bundle.sh packs .gpu-pack/ first):
-#   1. every gpu-tagged test (GoogleTest XML and logs in $OUT/tests/),
-#   2. compute-sanitizer memcheck and racecheck over them, where installed,
-#   3. training steps side by side with PyTorch on the same GPU: ResNet-50
-#      batch 128 at 224x224 with TF32 on (images/s, peak memory) and the
-#      tutorial ConvNet batch 128 (step time),
-#   4. the MNIST trainer for 2 epochs on cuda, eager and with --cuda-graph
-#      (wall time, accuracy),
-#   5. the split_size experiment in the tutorial's configuration on one GPU
-#      (cuda:0,cuda:0).
-# Every step runs even when an earlier one fails; a summary ends the output
-# and $OUT/summary.txt.  Record the figures in bench/RESULTS.md.
+# loom's whole GPU check in one device call (bench/gpu/bundle.sh packs first):
+#   run(command="bash bench/gpu/run.sh", carry=[".gpu-pack"])            # ~7 min
+#   run(command="bash bench/gpu/run.sh --quick", carry=[".gpu-pack"])    # ~3 min
+# Steps, each under `timeout -k` and a deadline for the whole run, each
+# printing its wall time:
+#   1. what ran: commit, GPU, driver, the CUDA runtime/cuBLAS/cuDNN/NCCL
+#      versions loom loaded; `ldd` of every bundled binary ("not found" fails)
+#   2. every gpu-tagged test, counted per test case from its XML (a binary that
+#      crashes or times out counts as one failure under its name)
+#   3. compute-sanitizer memcheck on the tests that cover loom's own kernels,
+#      racecheck on one (not with --quick)
+#   4. training steps beside PyTorch on the same GPU: ResNet-50 batch 128
+#      224x224 TF32, the ConvNet batch 128 (PyTorch runs with the machine's own
+#      library path, not the bundle's)
+#   5. MNIST 1 epoch on cuda, eager and with --cuda-graph, beside the CPU's
+#      accuracy for the same seed (not with --quick)
+#   6. the split_size experiment on one GPU, both stages on cuda:0 with their
+#      own streams (not with --quick)
+# Output: $OUT/summary.txt and $OUT/results.tar.gz (every log, XML and CSV),
+# written by an EXIT trap, so they come back even when a step hangs or the
+# script is killed at its limit.  Without a GPU the same flow runs here in
+# under 2 minutes (the tests report skipped; the benchmarks and MNIST run tiny
+# CPU configurations) to prove the script before spending device time.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-out="${OUT:-/tmp/loom-gpu-out}"
-mkdir -p "$out/tests"
-[[ -d .gpu ]] || tar -xJf .gpu-pack/gpu.tar.xz
-# shellcheck disable=SC1091
-source .gpu/env.sh
-summary() { echo "$*" | tee -a "$out/summary.txt"; }
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
-summary "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(date -u +%F)"
 
-passed=0 failed=0 skipped=0
-for t in $(cat .gpu/tests.txt); do
-  if .gpu/bin/"$t" --gtest_output=xml:"$out/tests/$t.xml" >"$out/tests/$t.log" 2>&1; then
-    summary "test $t: ok"
-  else
-    summary "test $t: FAILED (see tests/$t.log)"
-  fi
-  n=$(grep -c '<testcase ' "$out/tests/$t.xml" 2>/dev/null)
-  f=$(grep -c '<failure ' "$out/tests/$t.xml" 2>/dev/null)
-  s=$(grep -c 'result="skipped"' "$out/tests/$t.xml" 2>/dev/null)
-  passed=$((passed + ${n:-0} - ${f:-0} - ${s:-0})) failed=$((failed + ${f:-0})) skipped=$((skipped + ${s:-0}))
+quick=0
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=1 ;;
+    *) echo "usage: bash bench/gpu/run.sh [--quick]" >&2; exit 2 ;;
+  esac
 done
-summary "gpu tests: $passed passed, $failed failed, $skipped skipped"
+out="${OUT:-/tmp/loom-gpu-out}"
+gpu_dir="${LOOM_GPU_DIR:-.gpu}"  # a test points this at its own layout
+work="$(mktemp -d "${TMPDIR:-/tmp}/loom-gpu.XXXXXX")"
+mkdir -p "$out" "$work/tests"
+: >"$out/summary.txt"
+started=$SECONDS
+budget=$((quick ? 180 : 420))   # seconds for every step together
+failures=0
 
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-if [[ -n "$sanitizer" ]]; then
-  for tool in memcheck racecheck; do
-    bad=0
-    for t in $(cat .gpu/tests.txt); do
-      "$sanitizer" --tool "$tool" --error-exitcode 99 .gpu/bin/"$t" >"$out/tests/$t.$tool.log" 2>&1 || bad=$((bad + 1))
-    done
-    summary "compute-sanitizer $tool: $bad test binaries with errors"
-  done
-else
-  summary "compute-sanitizer: not installed"
-fi
-
-step() {  # step NAME ARGS...: loom then torch, same flags
-  local name="$1"; shift
-  .gpu/bin/train_step --device cuda "$@" >"$out/$name.loom" 2>&1
-  python3 bench/train_step.py --device cuda "$@" >"$out/$name.torch" 2>&1
-  summary "$(tail -1 "$out/$name.loom")"
-  summary "$(tail -1 "$out/$name.torch")"
+summary() { echo "$*" | tee -a "$out/summary.txt"; }
+fail() { failures=$((failures + 1)); summary "FAILED: $*"; }
+finish() {
+  if [[ -s "$work/steps.txt" ]]; then
+    echo "steps:" >>"$out/summary.txt"
+    sed 's/^/  /' "$work/steps.txt" >>"$out/summary.txt"
+  fi
+  summary "total: $((SECONDS - started)) s, $failures failed step(s)"
+  cp "$out/summary.txt" "$work/summary.txt"
+  tar -czf "$out/results.tar.gz" -C "$work" . 2>/dev/null
+  rm -rf "$work"
 }
-step resnet50 --model resnet50 --batch 128 --size 224 --classes 1000 --iters 20 --warmup 5 --tf32 true
-step convnet --model convnet --batch 128 --size 28 --iters 100 --warmup 10 --tf32 true
+trap finish EXIT
+trap 'summary "interrupted"; exit 130' INT TERM
 
-if [[ -d .gpu/data/mnist ]]; then
-  start=$(date +%s%N)
-  .gpu/bin/mnist_train --device cuda --epochs 2 --data-dir .gpu/data/mnist >"$out/mnist.log" 2>&1
-  rc=$?
-  summary "mnist --device cuda --epochs 2: exit $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms wall, $(grep -i 'accuracy' "$out/mnist.log" | tail -1)"
-  start=$(date +%s%N)
-  .gpu/bin/mnist_train --device cuda --epochs 2 --cuda-graph --data-dir .gpu/data/mnist \
-    >"$out/mnist_graph.log" 2>&1
-  rc=$?
-  summary "mnist --device cuda --epochs 2 --cuda-graph: exit $rc, $(( ($(date +%s%N) - start) / 1000000 )) ms wall, $(grep -i 'accuracy' "$out/mnist_graph.log" | tail -1)"
+# run_step NAME LIMIT CMD...: CMD under timeout -k, stdout+stderr in
+# $work/NAME.log, its wall time printed; the limit shrinks to what is left of
+# the budget.  Sets step_rc (124: timed out).
+run_step() {
+  local name="$1" limit="$2"; shift 2
+  local left=$((budget - (SECONDS - started)))
+  if ((left < 10)); then
+    step_rc=125
+    fail "$name: not run, out of time (budget ${budget} s)"
+    return
+  fi
+  ((limit <= left)) || limit=$left
+  local t0=$SECONDS
+  timeout -k 10 "$limit" "$@" >"$work/$name.log" 2>&1
+  step_rc=$?
+  local note=""
+  ((step_rc != 124 && step_rc != 137)) || note=" (timed out at ${limit} s)"
+  echo "step $name: exit $step_rc$note, $((SECONDS - t0)) s" | tee -a "$work/steps.txt"
+}
+
+# ---- 0. the pack ----------------------------------------------------------------
+if [[ ! -d "$gpu_dir" && -f .gpu-pack/gpu.tar.xz ]]; then
+  tar -xJf .gpu-pack/gpu.tar.xz || { fail "unpacking .gpu-pack/gpu.tar.xz"; exit 1; }
+fi
+[[ -f "$gpu_dir/tests.txt" ]] || { fail "no $gpu_dir (run bench/gpu/bundle.sh and carry .gpu-pack)"; exit 1; }
+# shellcheck disable=SC1091
+source "$gpu_dir/env.sh"
+bin="$gpu_dir/bin"
+loom=(env "LD_LIBRARY_PATH=$loom_ld")  # loom's binaries: bundled libraries first
+torch_py=""
+for py in python3 /usr/bin/python3; do
+  if "$py" -c 'import torch' 2>/dev/null; then torch_py="$py"; break; fi
+done
+has_gpu=0
+nvidia-smi -L >/dev/null 2>&1 && has_gpu=1
+
+# ---- 1. what ran ------------------------------------------------------------------
+summary "loom commit: $(tr '\n' ' ' <"$gpu_dir/COMMIT")"
+summary "date: $(date -u '+%F %T UTC'), mode: $( ((quick)) && echo quick || echo full)"
+if ((has_gpu)); then
+  summary "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+  nvidia-smi >"$work/nvidia-smi.txt" 2>&1
+else
+  summary "gpu: none visible (nvidia-smi -L failed): dry run, GPU tests skip"
+fi
+run_step versions 30 "${loom[@]}" "$bin/versions"
+summary "loaded by loom: $(grep -v '^loaded' "$work/versions.log" | grep -v '^device' | tr '\n' ';' | sed 's/;$//')"
+grep '^loaded' "$work/versions.log" | sed 's/^/  /' | tee -a "$out/summary.txt" >/dev/null
+if [[ -n "$torch_py" ]]; then
+  summary "pytorch: $("$torch_py" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1 | tail -1)"
+else
+  summary "pytorch: not importable here"
+fi
+missing=""
+for b in "$bin"/*; do
+  if LD_LIBRARY_PATH="$loom_ld" ldd "$b" 2>&1 | grep -q "not found"; then
+    missing+=" $(basename "$b"):$(LD_LIBRARY_PATH="$loom_ld" ldd "$b" | awk '/not found/{print $1}' | tr '\n' ',')"
+  fi
+done
+if [[ -n "$missing" ]]; then fail "libraries not found:$missing"; else summary "ldd: every bundled binary resolves"; fi
+
+# ---- 2. gpu-tagged tests ------------------------------------------------------------
+test_limit=$((quick ? 60 : 90))
+mapfile -t tests <"$gpu_dir/tests.txt"
+for t in "${tests[@]}"; do
+  rm -f "$work/tests/$t.xml"
+  run_step "tests/$t" "$test_limit" "${loom[@]}" "$bin/$t" --gtest_output=xml:"$work/tests/$t.xml"
+  echo "$step_rc" >"$work/tests/$t.rc"
+done
+python3 - "$work/tests" "${tests[@]}" >"$work/test_counts.txt" <<'PY'
+# Counts test cases per binary from GoogleTest's XML; a binary without XML
+# (crashed, timed out) or with a non-zero exit and no failed case counts as
+# one failed case under its own name.
+import sys, os, xml.etree.ElementTree as ET
+d, names = sys.argv[1], sys.argv[2:]
+tp = tf = ts = 0
+lines = []
+for n in names:
+    rc = open(os.path.join(d, n + ".rc")).read().strip()
+    p = f = s = 0
+    bad = []
+    try:
+        root = ET.parse(os.path.join(d, n + ".xml")).getroot()
+        for case in root.iter("testcase"):
+            full = case.get("classname", "") + "." + case.get("name", "")
+            if case.find("failure") is not None or case.find("error") is not None:
+                f += 1; bad.append(full)
+            elif case.get("result") == "skipped" or case.get("status") == "notrun" or case.find("skipped") is not None:
+                s += 1
+            else:
+                p += 1
+        if rc != "0" and f == 0:
+            f += 1; bad.append(f"{n} (exit {rc}, no failed case in its XML)")
+    except (OSError, ET.ParseError):
+        f += 1; bad.append(f"{n} (exit {rc}, {'timed out' if rc in ('124', '137') else 'crashed or no XML'})")
+    tp, tf, ts = tp + p, tf + f, ts + s
+    lines.append(f"{n}: {p} passed, {f} failed, {s} skipped" + "".join(f"\n  FAILED {b}" for b in bad))
+print("\n".join(lines))
+print(f"gpu tests: {tp} passed, {tf} failed, {ts} skipped ({len(names)} binaries)")
+PY
+cat "$work/test_counts.txt" | grep -v ": 0 failed" | tee -a "$out/summary.txt" >/dev/null
+grep -q "gpu tests: [0-9]* passed, 0 failed" "$work/test_counts.txt" || failures=$((failures + 1))
+
+# ---- 3. compute-sanitizer ------------------------------------------------------------
+# cuda_elementwise_test (unary/binary tables, dtype conversion), cuda_reduce_test,
+# cuda_norm_pool_test (batch norm, pooling), cuda_softmax_loss_test, cuda_index_test;
+# optimizers and conv through cuda_update_test and cuda_conv_test where time allows.
+sanitize() {  # sanitize TOOL TEST [extra flags]
+  local tool="$1" t="$2"; shift 2
+  [[ -x "$bin/$t" ]] || { summary "compute-sanitizer $tool $t: no such test binary"; return; }
+  run_step "sanitizer/$tool-$t" 120 "${loom[@]}" "$sanitizer" --tool "$tool" --error-exitcode 99 "$@" "$bin/$t"
+  local log="$work/sanitizer/$tool-$t.log"
+  if grep -q "Device not supported\|not supported on this platform" "$log"; then
+    sanitizer_unavailable=1
+    summary "compute-sanitizer: sanitizer unavailable on this machine ($(grep -m1 'not supported' "$log"))"
+  elif ((step_rc == 0)); then
+    summary "compute-sanitizer $tool $t: clean ($(grep -m1 'ERROR SUMMARY' "$log"))"
+  else
+    fail "compute-sanitizer $tool $t: exit $step_rc, $(grep -m1 'ERROR SUMMARY' "$log" || echo 'see its log')"
+  fi
+}
+if ((!quick)); then
+  mkdir -p "$work/sanitizer"
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  sanitizer_unavailable=0
+  if ((!has_gpu)); then
+    summary "compute-sanitizer: skipped, no GPU on this machine"
+  elif [[ -z "$sanitizer" ]]; then
+    summary "compute-sanitizer: not installed on this machine"
+  else
+    for t in cuda_elementwise_test cuda_norm_pool_test cuda_softmax_loss_test; do
+      sanitize memcheck "$t" --report-api-errors no
+      ((sanitizer_unavailable)) && break
+    done
+    ((sanitizer_unavailable)) || sanitize racecheck cuda_reduce_test
+  fi
 fi
 
-.gpu/bin/split_size_experiment --devices cuda:0,cuda:0 --no-plot --out-dir "$out/split_size" \
-  >"$out/split_size.log" 2>&1
-summary "split_size_experiment (tutorial configuration, cuda:0,cuda:0): exit $? (table in split_size.log)"
-cat "$out/summary.txt"
+# ---- 4. training steps beside PyTorch ---------------------------------------------------
+device=cuda
+resnet=(--model resnet50 --batch 128 --size 224 --classes 1000 --iters 20 --warmup 5 --tf32 true)
+convnet=(--model convnet --batch 128 --size 28 --iters 100 --warmup 10 --tf32 true)
+if ((!has_gpu)); then  # the flow, on tiny CPU configurations
+  device=cpu
+  resnet=(--model resnet50 --batch 2 --size 32 --classes 10 --iters 1 --warmup 1)
+  convnet=(--model convnet --batch 8 --size 28 --iters 2 --warmup 1)
+fi
+bench_pair() {  # bench_pair NAME ARGS...: loom, then PyTorch, same flags
+  local name="$1"; shift
+  run_step "bench/$name-loom" 120 "${loom[@]}" "$bin/train_step" --device "$device" "$@"
+  local l="$step_rc" t=""
+  if [[ -n "$torch_py" ]]; then
+    run_step "bench/$name-torch" 120 "$torch_py" bench/train_step.py --device "$device" "$@"
+    t="$step_rc"
+  else
+    summary "$name: PyTorch not importable, no side-by-side row"
+  fi
+  local ll tl
+  ll=$(grep -h 'ms_per_step' "$work/bench/$name-loom.log" | tail -1)
+  tl=$(grep -h 'ms_per_step' "$work/bench/$name-torch.log" 2>/dev/null | tail -1)
+  [[ -n "$ll" ]] && summary "$ll" || fail "$name loom: exit $l, no result (bench/$name-loom.log)"
+  if [[ -n "$tl" ]]; then
+    summary "$tl"
+  elif [[ -n "$t" ]]; then
+    fail "$name PyTorch: exit $t: $(tail -1 "$work/bench/$name-torch.log")"
+  fi
+  if [[ -n "$ll" && -n "$tl" ]]; then
+    awk -v a="$ll" -v b="$tl" 'BEGIN {
+      match(a, /ms_per_step=[0-9.]+/); x = substr(a, RSTART + 12, RLENGTH - 12)
+      match(b, /ms_per_step=[0-9.]+/); y = substr(b, RSTART + 12, RLENGTH - 12)
+      printf "  loom / PyTorch step time: %.3f\n", x / y }' | tee -a "$out/summary.txt"
+  fi
+}
+mkdir -p "$work/bench"
+bench_pair resnet50 "${resnet[@]}"
+bench_pair convnet "${convnet[@]}"
+
+# ---- 5. MNIST ---------------------------------------------------------------------------
+if ((!quick)); then
+  mkdir -p "$work/mnist"
+  data="$gpu_dir/data/mnist"
+  if [[ ! -f "$data/train-images-idx3-ubyte" && ! -f "$data/train-images-idx3-ubyte.gz" ]]; then
+    fail "mnist: no data in $data (bundle.sh packs data/mnist; run tools/setup.sh before bundling)"
+  else
+    accuracy() { grep -o 'test accuracy [0-9.]*%' "$work/mnist/$1.log" | tail -1; }
+    mnist=(--epochs 1 --seed 1 --save "" --data-dir "$data")
+    run_step mnist/cpu 120 "${loom[@]}" "$bin/mnist_train" --device cpu "${mnist[@]}"
+    if ((has_gpu)); then
+      run_step mnist/cuda 120 "${loom[@]}" "$bin/mnist_train" --device cuda "${mnist[@]}"
+      run_step mnist/cuda-graph 120 "${loom[@]}" "$bin/mnist_train" --device cuda --cuda-graph "${mnist[@]}"
+    fi
+    for m in cpu cuda cuda-graph; do
+      [[ -f "$work/mnist/$m.log" ]] || continue
+      a=$(accuracy "$m")
+      [[ -n "$a" ]] && summary "mnist 1 epoch, seed 1, $m: ${a#test accuracy }" || fail "mnist $m: no accuracy (mnist/$m.log)"
+    done
+  fi
+fi
+
+# ---- 6. split_size on one GPU ----------------------------------------------------------------
+if ((!quick)); then
+  if ((has_gpu)); then
+    split=(--devices cuda:0,cuda:0 --image-size 128 --batch-size 120 --num-batches 3 --num-classes 1000
+           --split-sizes 10,20,40 --pipelined-split 20 --repeats 3 --warmup 1)
+  else
+    split=(--quick)
+  fi
+  run_step split_size 150 "${loom[@]}" "$bin/split_size_experiment" "${split[@]}" --no-plot --out-dir "$work/split_size"
+  if ((step_rc == 0)); then
+    summary "split_size ($(printf '%s ' "${split[@]}")):"
+    sed -n '/^mode /,/^$/p' "$work/split_size.log" | sed 's/^/  /' | tee -a "$out/summary.txt" >/dev/null
+  else
+    fail "split_size: exit $step_rc (split_size.log)"
+  fi
+fi
+
+((failures == 0))
