@@ -19,12 +19,15 @@
 #   LOOM_TEST_EVENTS      keep bazel's build event file (JSON lines) here
 #   LOOM_DISK_CACHE_MAX_GB  bound on bazel's disk cache (default 24; trimmed
 #                         first, by tools/trim_disk_cache.sh)
+#   LOOM_MIN_FREE_GB      free disk wanted before the build (default 20;
+#                         tools/free_disk.sh)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# Bazel never shrinks its disk cache; keep it bounded (tools/trim_disk_cache.sh).
-tools/trim_disk_cache.sh || true
+# Bazel never shrinks its disk cache nor deletes the output base of a removed
+# clone: make room first (tools/free_disk.sh, which runs trim_disk_cache.sh).
+tools/free_disk.sh || true
 
 bazel_bin="${BAZEL:-bazel}"
 read -r -a startup <<<"${LOOM_BAZEL_STARTUP:-}"

@@ -42,13 +42,21 @@ def uri_to_path(uri):
     return None
 
 
-def read_events(path):
-    """Yields the JSON events of a --build_event_json_file (one per line)."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+def read_events(path, damaged):
+    """Yields the JSON events of a --build_event_json_file (one per line).
+
+    A line that is not JSON (bazel cut off mid-write, e.g. by a full disk) is
+    skipped and named in `damaged`: the events before it still count, and the
+    run is reported as failed rather than crashing the summary."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
             line = line.strip()
-            if line:
+            if not line:
+                continue
+            try:
                 yield json.loads(line)
+            except json.JSONDecodeError as e:
+                damaged.append("line %d: %s" % (number, e))
 
 
 def count_xml(path):
@@ -74,7 +82,8 @@ def summarize(event_file, bazel_exit_code=0):
     summaries = {}  # label -> overall status
     test_targets = set()  # labels of configured test rules
     not_built = set()  # labels whose target did not complete
-    for event in read_events(event_file):
+    damaged = []
+    for event in read_events(event_file, damaged):
         ident = event.get("id", {})
         if "testResult" in ident:
             rid = ident["testResult"]
@@ -130,6 +139,8 @@ def summarize(event_file, bazel_exit_code=0):
     for label, status in sorted(summaries.items()):
         if label not in ran and label not in not_built and status not in PASSING:
             failed.append("%s  <%s>" % (label, status))
+    for where in damaged:
+        failed.append("<unreadable build event file, %s>" % where)
     # Exit 3 means failed tests (counted above) and 4 means no tests at all;
     # anything else is bazel itself failing, which must not read as a pass.
     if bazel_exit_code not in (0, 3, 4) and not failed:
