@@ -27,6 +27,8 @@ const char* safetensors_dtype(DType d) {
     case kInt32: return "I32";
     case kUInt8: return "U8";
     case kBool: return "BOOL";
+    case kFloat16: return "F16";
+    case kBFloat16: return "BF16";
   }
   return "?";
 }
@@ -38,8 +40,10 @@ DType parse_dtype(const std::string& s, const std::string& path, const std::stri
   if (s == "I32") return kInt32;
   if (s == "U8") return kUInt8;
   if (s == "BOOL") return kBool;
+  if (s == "F16") return kFloat16;
+  if (s == "BF16") return kBFloat16;
   LOOM_FAIL("load: ", path, ": tensor \"", name, "\" has dtype ", s,
-            " which loom does not support (F32, F64, I64, I32, U8, BOOL)");
+            " which loom does not support (F32, F64, F16, BF16, I64, I32, U8, BOOL)");
 }
 
 std::string errno_text() { return std::strerror(errno); }

@@ -1,7 +1,10 @@
 // DType: the element types a tensor can hold, and compile-time dispatch on them.
 //
-// Room is left for float16/bfloat16: add an enum value, its C++ type in
-// CppType, and a case in dispatch_dtype.
+// float16 and bfloat16 (tensor/Half.h) are storage types: copies, fills,
+// printing and files handle them directly (dispatch_all_dtypes), and the ops
+// compute them in float32 and round once (native::compute_dtype).  The kernel
+// dispatchers (dispatch_dtype, dispatch_floating, dispatch_numeric) cover the
+// compute types only.
 #pragma once
 
 #include <cstddef>
@@ -9,12 +12,15 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "tensor/Error.h"
+#include "tensor/Half.h"
 
 namespace loom {
 
-enum class DType : int8_t { kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool };
+// Appended in order: the values travel between processes and in files.
+enum class DType : int8_t { kFloat32, kFloat64, kInt64, kInt32, kUInt8, kBool, kFloat16, kBFloat16 };
 
 constexpr DType kFloat32 = DType::kFloat32;
 constexpr DType kFloat64 = DType::kFloat64;
@@ -22,6 +28,9 @@ constexpr DType kInt64 = DType::kInt64;
 constexpr DType kInt32 = DType::kInt32;
 constexpr DType kUInt8 = DType::kUInt8;
 constexpr DType kBool = DType::kBool;
+constexpr DType kFloat16 = DType::kFloat16;
+constexpr DType kBFloat16 = DType::kBFloat16;
+constexpr DType kHalf = DType::kFloat16;
 constexpr DType kFloat = DType::kFloat32;
 constexpr DType kDouble = DType::kFloat64;
 constexpr DType kLong = DType::kInt64;
@@ -31,9 +40,13 @@ constexpr DType kInt = DType::kInt32;
 size_t element_size(DType dtype);
 // "float32", "int64", ... as PyTorch names them.
 std::string dtype_name(DType dtype);
+// float16, bfloat16, float32, float64.
 bool is_floating_point(DType dtype);
-// PyTorch's type promotion for two tensor operands of the same category rank:
-// bool < uint8 < int32 < int64 < float32 < float64.
+// float16 and bfloat16: stored in 16 bits, computed in float32.
+bool is_reduced_float(DType dtype);
+// PyTorch's type promotion of two tensor operands: bool < uint8 < int32 <
+// int64 < the floating types; float16 and bfloat16 promote to float32
+// together, any float with float64 to float64.
 DType promote_types(DType a, DType b);
 
 std::ostream& operator<<(std::ostream& out, DType dtype);
@@ -46,6 +59,8 @@ template <> struct CppType<DType::kInt64> { using type = int64_t; };
 template <> struct CppType<DType::kInt32> { using type = int32_t; };
 template <> struct CppType<DType::kUInt8> { using type = uint8_t; };
 template <> struct CppType<DType::kBool> { using type = bool; };
+template <> struct CppType<DType::kFloat16> { using type = Half; };
+template <> struct CppType<DType::kBFloat16> { using type = BFloat16; };
 
 // The DType of a C++ type.
 template <typename T> constexpr DType dtype_of();
@@ -55,11 +70,18 @@ template <> constexpr DType dtype_of<int64_t>() { return DType::kInt64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::kInt32; }
 template <> constexpr DType dtype_of<uint8_t>() { return DType::kUInt8; }
 template <> constexpr DType dtype_of<bool>() { return DType::kBool; }
+template <> constexpr DType dtype_of<Half>() { return DType::kFloat16; }
+template <> constexpr DType dtype_of<BFloat16>() { return DType::kBFloat16; }
 
 // A value standing for a type, passed to dispatch lambdas.
 template <typename T> struct TypeTag { using type = T; };
 
-// Calls fn(TypeTag<T>{}) with T the C++ type of `dtype`:
+// Throws for a dtype a kernel dispatcher does not cover: float16 and
+// bfloat16 reach kernels only through ops that compute them in float32.
+[[noreturn]] void unsupported_dtype(const char* what, DType dtype);
+
+// Calls fn(TypeTag<T>{}) with T the C++ type of `dtype`, for the compute
+// types (not float16/bfloat16):
 //   dispatch_dtype(t.dtype(), [&](auto tag) { using T = typename decltype(tag)::type; ... });
 template <typename Fn>
 decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
@@ -70,8 +92,20 @@ decltype(auto) dispatch_dtype(DType dtype, Fn&& fn) {
     case DType::kInt32: return fn(TypeTag<int32_t>{});
     case DType::kUInt8: return fn(TypeTag<uint8_t>{});
     case DType::kBool: return fn(TypeTag<bool>{});
+    default: break;
   }
-  LOOM_FAIL("dispatch_dtype: unknown dtype ", static_cast<int>(dtype));
+  unsupported_dtype("this kernel", dtype);
+}
+
+// As dispatch_dtype, float16 (Half) and bfloat16 (BFloat16) included: for
+// code that moves or converts elements (copy, fill, print, files).
+template <typename Fn>
+decltype(auto) dispatch_all_dtypes(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat16: return fn(TypeTag<Half>{});
+    case DType::kBFloat16: return fn(TypeTag<BFloat16>{});
+    default: return dispatch_dtype(dtype, std::forward<Fn>(fn));
+  }
 }
 
 // As dispatch_dtype, for the floating-point dtypes only; `what` names the op
@@ -81,6 +115,9 @@ decltype(auto) dispatch_floating(DType dtype, const char* what, Fn&& fn) {
   switch (dtype) {
     case DType::kFloat32: return fn(TypeTag<float>{});
     case DType::kFloat64: return fn(TypeTag<double>{});
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      unsupported_dtype(what, dtype);
     default:
       LOOM_FAIL(what, ": expected a floating-point tensor (float32 or float64), got ",
                 dtype_name(dtype));

@@ -25,7 +25,7 @@ template <typename Fill>
 Tensor generate(IntList sizes, const TensorOptions& options, const char* what, Fill&& fill) {
   check_sizes(sizes, what);
   Tensor host = empty(sizes, TensorOptions(options.dtype_));
-  dispatch_dtype(options.dtype_, [&](auto tag) {
+  dispatch_all_dtypes(options.dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(host.data_ptr());
     const int64_t n = host.numel();

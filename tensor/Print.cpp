@@ -18,6 +18,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/ShapeUtil.h"
@@ -95,8 +96,15 @@ class ElementFormatter {
 
  private:
   double value(int64_t off) const {
-    if (host_.dtype() == kFloat64) return static_cast<const double*>(host_.data_ptr())[off];
-    return static_cast<const float*>(host_.data_ptr())[off];
+    return dispatch_all_dtypes(host_.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T v = static_cast<const T*>(host_.data_ptr())[off];
+      if constexpr (std::is_same<T, double>::value) {
+        return v;
+      } else {
+        return static_cast<double>(static_cast<float>(v));  // Half and BFloat16 via float
+      }
+    });
   }
 
   Tensor host_;

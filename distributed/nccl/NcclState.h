@@ -77,6 +77,8 @@ inline ncclDataType_t nccl_type(DType dtype) {
     case kInt32: return ncclInt32;
     case kUInt8: return ncclUint8;
     case kBool: return ncclUint8;  // one byte, 0 or 1
+    case kFloat16: return ncclFloat16;
+    case kBFloat16: return ncclBfloat16;
   }
   LOOM_FAIL("ProcessGroupNccl: unsupported dtype ", dtype_name(dtype));
 }

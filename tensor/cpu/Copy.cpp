@@ -15,9 +15,9 @@ void copy_kernel(const Tensor& dst, const Tensor& src, bool /*non_blocking*/) {
     if (dst.nbytes() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     return;
   }
-  dispatch_dtype(dst.dtype(), [&](auto dtag) {
+  dispatch_all_dtypes(dst.dtype(), [&](auto dtag) {
     using D = typename decltype(dtag)::type;
-    dispatch_dtype(src.dtype(), [&](auto stag) {
+    dispatch_all_dtypes(src.dtype(), [&](auto stag) {
       using S = typename decltype(stag)::type;
       map<D, S>(dst, {&src}, [](S v) { return static_cast<D>(v); });
     });
@@ -25,7 +25,7 @@ void copy_kernel(const Tensor& dst, const Tensor& src, bool /*non_blocking*/) {
 }
 
 void fill_kernel(const Tensor& t, Scalar value) {
-  dispatch_dtype(t.dtype(), [&](auto tag) {
+  dispatch_all_dtypes(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value.to_double());
     map<T>(t, {}, [v]() { return v; });

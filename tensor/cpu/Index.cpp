@@ -124,7 +124,7 @@ void gather_kernel(const Tensor& out, const Tensor& self, int64_t dim, const Ten
   const int64_t length = index.sizes()[dim];
   const int64_t out_step = out.strides()[dim], idx_step = index.strides()[dim];
   const int64_t self_step = self.strides()[dim];
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_all_dtypes(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dst = static_cast<T*>(out.data_ptr());
     const T* src = static_cast<const T*>(self.data_ptr());

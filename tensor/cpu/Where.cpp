@@ -7,7 +7,7 @@ namespace loom {
 namespace cpu {
 
 void where_kernel(const Tensor& out, const Tensor& condition, const Tensor& a, const Tensor& b) {
-  dispatch_dtype(out.dtype(), [&](auto tag) {
+  dispatch_all_dtypes(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     // bool is read as a byte so the select vectorises.
     using Cond = uint8_t;

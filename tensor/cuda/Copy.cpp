@@ -184,7 +184,7 @@ void copy_kernel(const Tensor& dst, const Tensor& src, bool non_blocking) {
 void fill_kernel(const Tensor& t, Scalar value) {
   check_cuda_side("fill_", t);
   uint64_t pattern = 0;
-  dispatch_dtype(t.dtype(), [&](auto tag) {
+  dispatch_all_dtypes(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = static_cast<T>(value.to_double());
     static_assert(sizeof(T) <= sizeof(pattern), "element wider than the fill pattern");

@@ -16,7 +16,7 @@ struct SelectF {
 
 void where(DType dtype, const ElementwiseLayout& layout, void* out, const void* condition,
            const void* a, const void* b, int device, uint64_t stream) {
-  dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_all_dtypes(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     loops::map3<T, bool, T, T>(layout, out, condition, a, b, SelectF<T>{}, device, stream);
   });

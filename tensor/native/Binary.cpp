@@ -39,7 +39,10 @@ DType promoted_dtype(const Tensor& a, const Tensor& b) {
       if (full.dtype() == kBool && scalar.dtype() != kBool) return scalar.dtype();
       return full.dtype();
     }
-    return kFloat32;
+    // A 0-dim floating tensor beside integers gives its own dtype
+    // (PyTorch: arange(3) + tensor(2., dtype=float64) is float64); a wrapped
+    // fractional scalar is float32 already (wrap_scalar).
+    return scalar.dtype();
   }
   return promote_types(a.dtype(), b.dtype());
 }
@@ -73,6 +76,10 @@ Tensor wrap_scalar(Scalar value, const Tensor& like) {
   DType d = like.dtype();
   if (!value.is_integral() && !is_floating_point(d)) d = kFloat32;
   if (value.is_integral() && d == kBool) d = kInt64;
+  // A scalar beside a 16-bit float stays float32 (the kernel's compute
+  // type), as PyTorch reads it: `x * 0.1` multiplies by float(0.1), not by
+  // 0.1 rounded to float16.  Promotion still gives x's dtype.
+  if (is_reduced_float(d)) d = kFloat32;
   const TensorOptions options = TensorOptions(d).device(like.device());
   if (!like.is_cpu()) return scalar_tensor(value, options);
   // Written directly: this runs once per `t * 2`, so it skips fill_'s loop.
@@ -94,11 +101,13 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   DType compute = promoted_dtype(a, b);
   if (rule_of(op) == optable::BinaryDType::kToFloat && !is_floating_point(compute)) compute = kFloat32;
   check_bool_arithmetic(op, compute, a, b);
-  Tensor out = empty(shape, TensorOptions(result_dtype(op, a, b)).device(a.device()));
+  const DType result = result_dtype(op, a, b);
+  compute = compute_dtype(compute);
+  Tensor out = empty(shape, TensorOptions(compute_dtype(result)).device(a.device()));
   const Tensor ea = expand_to(to(a, a.device(), compute), shape);
   const Tensor eb = expand_to(to(b, b.device(), compute), shape);
   binary_stub(out.device(), op, out, ea, eb, alpha);
-  return out;
+  return to(out, out.device(), result);
 }
 
 void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha) {
@@ -119,9 +128,9 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
   LOOM_CHECK(castable, name,
              "_: result type ", dtype_name(want), " can't be cast to the desired output type ",
              dtype_name(self.dtype()));
-  Tensor o = expand_to(to(other, other.device(), self.dtype()), shape);
+  Tensor o = expand_to(to(other, other.device(), compute_dtype(self.dtype())), shape);
   if (o.storage().is_alias_of(self.storage())) o = clone(o);
-  binary_stub(self.device(), op, self, self, o, alpha);
+  in_compute_dtype(self, [&](const Tensor& t) { binary_stub(t.device(), op, t, t, o, alpha); });
   self.bump_version();
 }
 

@@ -19,6 +19,18 @@ Tensor contiguous(const Tensor& src);
 // src itself when nothing changes, else a copy on `device` with `dtype`.
 // Throws loom::Error for a CUDA device that does not exist (or without CUDA).
 Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking = false);
+// The dtype a kernel computes `dtype` in: float32 for float16 and bfloat16,
+// else `dtype` itself.  An op on 16-bit floats converts its inputs to
+// float32, runs the float32 kernel and rounds the result once into its
+// result dtype, as PyTorch's kernels do inside (DESIGN.md: reduced precision
+// computes and accumulates in float32).
+inline DType compute_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloat32 : dtype; }
+// Runs `kernel(t32)` on a float32 copy of a 16-bit float tensor `t` and
+// copies the result back into `t` (one rounding); for any other dtype runs
+// `kernel(t)`.  For in-place ops.
+template <typename Kernel>
+void in_compute_dtype(const Tensor& t, Kernel&& kernel);
+
 // Fills every element with value (converted to t's dtype), on the CPU or a
 // CUDA device.  Bumps the version.
 void fill_(const Tensor& t, Scalar value);
@@ -45,6 +57,17 @@ using FillKernel = void (*)(const Tensor& t, Scalar value);
 
 extern DispatchStub<CopyKernel> copy_stub;
 extern DispatchStub<FillKernel> fill_stub;
+
+template <typename Kernel>
+void in_compute_dtype(const Tensor& t, Kernel&& kernel) {
+  if (!is_reduced_float(t.dtype())) {
+    kernel(t);
+    return;
+  }
+  const Tensor wide = to(t, t.device(), kFloat32);
+  kernel(wide);
+  copy_(t, wide);
+}
 
 }  // namespace native
 }  // namespace loom

@@ -81,9 +81,13 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   LOOM_CHECK(src.sizes() == want, "index_add: source ", source.describe(),
              " must have self's shape ", shape_str(self.sizes()), " except size ", idx.numel(),
              " (the number of indices) in dimension ", dim);
-  Tensor out = clone(s);
+  // 16-bit floats accumulate in float32 and round once.
+  const DType compute = compute_dtype(self.dtype());
+  Tensor out = contiguous(to(s, s.device(), compute));
+  if (out.storage().is_alias_of(s.storage())) out = clone(s);
   check_device("index_add", self);
-  index_add_stub(self.device(), out, dim, idx, contiguous(src));
+  index_add_stub(self.device(), out, dim, idx, contiguous(to(src, src.device(), compute)));
+  out = to(out, out.device(), self.dtype());
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 
@@ -122,9 +126,12 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
                shape_str(index.sizes()), " to be no larger than self ",
                shape_str(self.sizes()), " apart from dimension ", dim);
   }
-  Tensor out = clone(s);
+  const DType compute = compute_dtype(self.dtype());
+  Tensor out = contiguous(to(s, s.device(), compute));
+  if (out.storage().is_alias_of(s.storage())) out = clone(s);
   check_device("scatter_add", self);
-  scatter_add_stub(self.device(), out, dim, contiguous(idx), sr);
+  scatter_add_stub(self.device(), out, dim, contiguous(idx), to(sr, sr.device(), compute));
+  out = to(out, out.device(), self.dtype());
   return self.dim() == 0 ? reshape(out, {}) : out;
 }
 

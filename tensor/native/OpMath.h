@@ -25,11 +25,7 @@
 
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define LOOM_HOST_DEVICE __host__ __device__
-#else
-#define LOOM_HOST_DEVICE
-#endif
+#include "tensor/HostDevice.h"
 
 namespace loom {
 

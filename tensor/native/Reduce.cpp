@@ -41,6 +41,12 @@ void check_floating(const char* op, const Tensor& self) {
              "; convert it with .to(kFloat32) first");
 }
 
+// self in its kernels' compute dtype: float16/bfloat16 reduce (and
+// accumulate) in float32, rounded once at the end.
+Tensor to_compute(const Tensor& self) {
+  return to(self, self.device(), compute_dtype(self.dtype()));
+}
+
 TensorOptions like(const Tensor& self, DType dtype) {
   return TensorOptions(dtype).device(self.device());
 }
@@ -60,10 +66,11 @@ std::tuple<Tensor, Tensor> extremum(const char* op, const Tensor& self, int64_t 
   LOOM_CHECK(reduce_size > 0, op, ": cannot reduce over dim ", d, " of size 0 in ",
              self.describe(), " (there is no ", is_max ? "max" : "min", " of nothing)");
   const IntList shape = reduced_shape(self.sizes(), mask, keepdim);
-  Tensor values = want_values ? empty(shape, like(self, self.dtype())) : Tensor();
+  const Tensor src = to_compute(self);
+  Tensor values = want_values ? empty(shape, like(src, src.dtype())) : Tensor();
   Tensor indices = empty(shape, like(self, kInt64));
-  extremum_on_device(values, indices, reduce_view(self, mask), is_max);
-  return {values, indices};
+  extremum_on_device(values, indices, reduce_view(src, mask), is_max);
+  return {want_values ? to(values, values.device(), self.dtype()) : values, indices};
 }
 
 Tensor extremum_all(const char* op, const Tensor& self, bool is_max, bool want_index) {
@@ -72,10 +79,11 @@ Tensor extremum_all(const char* op, const Tensor& self, bool is_max, bool want_i
   LOOM_CHECK(self.numel() > 0, op, ": expected a non-empty tensor, got ", self.describe(),
              "; reduce along a dim instead");
   const std::vector<bool> mask(self.dim(), true);
-  Tensor values = want_index ? Tensor() : empty({}, like(self, self.dtype()));
+  const Tensor src = to_compute(self);
+  Tensor values = want_index ? Tensor() : empty({}, like(src, src.dtype()));
   Tensor index = empty({}, like(self, kInt64));
-  extremum_on_device(values, index, reduce_view(self, mask), is_max);
-  return want_index ? index : values;
+  extremum_on_device(values, index, reduce_view(src, mask), is_max);
+  return want_index ? index : to(values, values.device(), self.dtype());
 }
 
 }  // namespace
@@ -138,9 +146,10 @@ Tensor sum(const Tensor& self, IntList dims, bool keepdim) {
   check_device("sum", self);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), "sum");
   const DType out_dtype = is_floating_point(self.dtype()) ? self.dtype() : kInt64;
-  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, out_dtype));
-  sum_on_device(out, reduce_view(self, mask), /*mean=*/false);
-  return out;
+  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim),
+                     like(self, compute_dtype(out_dtype)));
+  sum_on_device(out, reduce_view(to_compute(self), mask), /*mean=*/false);
+  return to(out, out.device(), out_dtype);
 }
 
 Tensor mean(const Tensor& self, IntList dims, bool keepdim) {
@@ -148,9 +157,10 @@ Tensor mean(const Tensor& self, IntList dims, bool keepdim) {
   check_floating("mean", self);
   check_device("mean", self);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), "mean");
-  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, self.dtype()));
-  sum_on_device(out, reduce_view(self, mask), /*mean=*/true);
-  return out;
+  const Tensor src = to_compute(self);
+  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(src, src.dtype()));
+  sum_on_device(out, reduce_view(src, mask), /*mean=*/true);
+  return to(out, out.device(), self.dtype());
 }
 
 Tensor var(const Tensor& self, IntList dims, int64_t correction, bool keepdim, bool take_sqrt) {
@@ -160,9 +170,10 @@ Tensor var(const Tensor& self, IntList dims, int64_t correction, bool keepdim, b
   check_device(op, self);
   LOOM_CHECK(correction >= 0, op, ": correction must be non-negative, got ", correction);
   const std::vector<bool> mask = dim_mask(dims, self.dim(), op);
-  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(self, self.dtype()));
-  var_stub(self.device(), out, reduce_view(self, mask), correction, take_sqrt);
-  return out;
+  const Tensor src = to_compute(self);
+  Tensor out = empty(reduced_shape(self.sizes(), mask, keepdim), like(src, src.dtype()));
+  var_stub(self.device(), out, reduce_view(src, mask), correction, take_sqrt);
+  return to(out, out.device(), self.dtype());
 }
 
 Tensor max(const Tensor& self) { return extremum_all("max", self, true, false); }
@@ -193,10 +204,11 @@ Tensor select_along_dim_backward(const Tensor& grad, const Tensor& indices, cons
   const int64_t reduce = rank == 0 ? 1 : sizes[d];
   (void)keepdim;  // grad and indices are read in row-major order either way
   check_device("max/min backward", grad);
-  Tensor grad_input = zeros(sizes, like(grad, grad.dtype()));
-  scatter_reduced_stub(grad.device(), grad_input, contiguous(grad), contiguous(indices), outer,
+  const Tensor g = to_compute(grad);
+  Tensor grad_input = zeros(sizes, like(g, g.dtype()));
+  scatter_reduced_stub(grad.device(), grad_input, contiguous(g), contiguous(indices), outer,
                        reduce, inner);
-  return grad_input;
+  return to(grad_input, grad_input.device(), grad.dtype());
 }
 
 }  // namespace native

@@ -67,10 +67,11 @@ Tensor unary(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
   check_defined(name, self, "self");
   const DType dtype = unary_result_dtype(op, self.dtype());
   check_device(name, self);
-  Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
-  const Tensor in = to(self, self.device(), dtype);
+  const DType compute = compute_dtype(dtype);
+  Tensor out = empty(self.sizes(), TensorOptions(compute).device(self.device()));
+  const Tensor in = to(self, self.device(), compute);
   unary_stub(out.device(), op, args, out, in);
-  return out;
+  return to(out, out.device(), dtype);
 }
 
 void unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
@@ -81,7 +82,7 @@ void unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
              " can't be cast to the desired output type ", dtype_name(self.dtype()), " of ",
              self.describe(), "; use the out-of-place ", name, "()");
   check_device(name, self);
-  unary_stub(self.device(), op, args, self, self);
+  in_compute_dtype(self, [&](const Tensor& t) { unary_stub(t.device(), op, args, t, t); });
   self.bump_version();
 }
 
@@ -94,10 +95,11 @@ Tensor pow(const Tensor& self, Scalar exponent) {
              self.describe(), ", exponent ", exponent.to_int(),
              "); convert self with .to(kFloat32) first");
   check_device("pow", self);
-  Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
-  const Tensor in = to(self, self.device(), dtype);
+  const DType compute = compute_dtype(dtype);
+  Tensor out = empty(self.sizes(), TensorOptions(compute).device(self.device()));
+  const Tensor in = to(self, self.device(), compute);
   pow_scalar_stub(out.device(), out, in, exponent);
-  return out;
+  return to(out, out.device(), dtype);
 }
 
 namespace {
@@ -114,10 +116,11 @@ void check_clamp_args(const char* name, const Tensor& self, const std::optional<
 Tensor clamp(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
   check_clamp_args("clamp", self, min, max);
   const DType dtype = scalar_result_dtype(self.dtype(), {min, max});
-  Tensor out = empty(self.sizes(), TensorOptions(dtype).device(self.device()));
-  const Tensor in = to(self, self.device(), dtype);
+  const DType compute = compute_dtype(dtype);
+  Tensor out = empty(self.sizes(), TensorOptions(compute).device(self.device()));
+  const Tensor in = to(self, self.device(), compute);
   clamp_stub(out.device(), out, in, min, max);
-  return out;
+  return to(out, out.device(), dtype);
 }
 
 void clamp_(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar> max) {
@@ -126,7 +129,7 @@ void clamp_(const Tensor& self, std::optional<Scalar> min, std::optional<Scalar>
   LOOM_CHECK(dtype == self.dtype(), "clamp_: result type ", dtype_name(dtype),
              " (a fractional bound) can't be cast to the desired output type ",
              dtype_name(self.dtype()), " of ", self.describe());
-  clamp_stub(self.device(), self, self, min, max);
+  in_compute_dtype(self, [&](const Tensor& t) { clamp_stub(t.device(), t, t, min, max); });
   self.bump_version();
 }
 
@@ -151,27 +154,31 @@ Tensor empty_like_contiguous(const Tensor& t) {
 }
 }  // namespace
 
+// Backward kernels of 16-bit floats compute in float32 and round once.
 Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved,
                       const UnaryArgs& args) {
   const Tensor g = grad_like("unary_backward", grad, saved);
-  Tensor out = empty_like_contiguous(saved);
-  unary_backward_stub(out.device(), op, args, out, g, saved);
-  return out;
+  const Tensor s = to(saved, saved.device(), compute_dtype(saved.dtype()));
+  Tensor out = empty_like_contiguous(s);
+  unary_backward_stub(out.device(), op, args, out, to(g, g.device(), s.dtype()), s);
+  return to(out, out.device(), saved.dtype());
 }
 
 Tensor pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
   const Tensor g = grad_like("pow_backward", grad, self);
-  Tensor out = empty_like_contiguous(self);
-  pow_backward_stub(out.device(), out, g, self, exponent);
-  return out;
+  const Tensor s = to(self, self.device(), compute_dtype(self.dtype()));
+  Tensor out = empty_like_contiguous(s);
+  pow_backward_stub(out.device(), out, to(g, g.device(), s.dtype()), s, exponent);
+  return to(out, out.device(), self.dtype());
 }
 
 Tensor clamp_backward(const Tensor& grad, const Tensor& self, std::optional<Scalar> min,
                       std::optional<Scalar> max) {
   const Tensor g = grad_like("clamp_backward", grad, self);
-  Tensor out = empty_like_contiguous(self);
-  clamp_backward_stub(out.device(), out, g, self, min, max);
-  return out;
+  const Tensor s = to(self, self.device(), compute_dtype(self.dtype()));
+  Tensor out = empty_like_contiguous(s);
+  clamp_backward_stub(out.device(), out, to(g, g.device(), s.dtype()), s, min, max);
+  return to(out, out.device(), self.dtype());
 }
 
 }  // namespace native

@@ -101,8 +101,11 @@ TEST(Elementwise, ZeroDimTensorDoesNotWidenSameCategory) {
   EXPECT_TRUE(AllClose(f32 + d0, tensor<float>({1.25, 2.25})));
   // A dimensioned float64 operand does widen.
   EXPECT_EQ((f32 + tensor<double>({1}, {1})).dtype(), kFloat64);
-  // An int tensor meeting a 0-dim float64 tensor gives float32.
-  EXPECT_EQ((tensor<int64_t>({1}, {1}) * d0).dtype(), kFloat32);
+  // An int tensor meeting a 0-dim float64 tensor takes the higher category's
+  // dtype, float64 (torch.arange(3) * torch.tensor(.25, dtype=torch.float64)
+  // is float64); a fractional Scalar gives float32.
+  EXPECT_EQ((tensor<int64_t>({1}, {1}) * d0).dtype(), kFloat64);
+  EXPECT_EQ((tensor<int64_t>({1}, {1}) * 0.25).dtype(), kFloat32);
   // Two 0-dim tensors promote normally.
   EXPECT_EQ((scalar_tensor(1, kInt64) * d0).dtype(), kFloat64);
   // Two dimensioned tensors promote normally.

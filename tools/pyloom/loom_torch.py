@@ -12,7 +12,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 _DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64,
-           "I32": torch.int32, "U8": torch.uint8, "BOOL": torch.bool}
+           "I32": torch.int32, "U8": torch.uint8, "BOOL": torch.bool,
+           "F16": torch.float16, "BF16": torch.bfloat16}
 _NAMES = {v: k for k, v in _DTYPES.items()}
 
 
@@ -37,7 +38,10 @@ def load_safetensors(path):
 def save_safetensors(tensors, path):
     header, chunks, offset = {}, [], 0
     for name, t in tensors.items():
-        data = t.detach().contiguous().cpu().numpy().tobytes()
+        raw = t.detach().contiguous().cpu()
+        if raw.dtype in (torch.float16, torch.bfloat16):
+            raw = raw.view(torch.int16)  # numpy has no bfloat16; the bits are what count
+        data = raw.numpy().tobytes()
         header[name] = {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
