@@ -1,6 +1,7 @@
 // loom: the whole public API in one include.
 #pragma once
 
+#include "autograd/Autocast.h"
 #include "autograd/Checkpoint.h"
 #include "autograd/DeferWeightGrad.h"
 #include "autograd/Engine.h"

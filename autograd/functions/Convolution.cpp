@@ -1,6 +1,7 @@
 // conv2d: forward through native::conv2d, backward through the dedicated
 // kernels of native::conv2d_backward (one pass computes all three gradients).
 #include "autograd/functions/Convolution.h"
+#include "autograd/Autocast.h"
 
 #include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Record.h"
@@ -66,6 +67,11 @@ class Conv2dBackward final : public Node {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
               IntList padding, IntList dilation, int64_t groups) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("conv2d", {input, weight, bias});
+    amp::detail::SuspendAutocast suspend;
+    return conv2d(in[0], in[1], in[2], stride, padding, dilation, groups);
+  }
   Tensor out = native::conv2d(input, weight, bias, stride, padding, dilation, groups);
   if (auto node = record<Conv2dBackward>({input, weight, bias}, {out}, stride, padding,
                                          dilation, groups)) {

@@ -10,6 +10,7 @@
 // detached (see SavedTensor), so a second derivative through them treats the
 // output as a constant; rules on saved inputs are exact to any order.
 #include "autograd/functions/Elementwise.h"
+#include "autograd/Autocast.h"
 
 #include <cctype>
 
@@ -92,6 +93,11 @@ void save_for_backward(UnaryOpBackward& node, UnaryOp op, const Tensor& x, const
 }  // namespace
 
 Tensor apply_unary(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs(native::unary_op_name(op), {self});
+    amp::detail::SuspendAutocast suspend;
+    return apply_unary(op, in[0], args);
+  }
   Tensor out = native::unary(op, self, args);
   if (!out.is_floating_point()) return out;
   if (auto node = record<UnaryOpBackward>({self}, {out}, op, args))
@@ -218,6 +224,11 @@ Tensor softplus(const Tensor& self, double beta, double threshold) {
 Tensor mish(const Tensor& self, bool inplace) { return activation<optable::Mish>(self, inplace); }
 
 Tensor pow(const Tensor& self, Scalar exponent) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("pow", {self});
+    amp::detail::SuspendAutocast suspend;
+    return pow(in[0], exponent);
+  }
   Tensor out = native::pow(self, exponent);
   if (out.is_floating_point())
     if (auto node = record<PowScalarBackward>({self}, {out}, exponent.to_double()))

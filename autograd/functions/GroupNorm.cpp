@@ -8,6 +8,7 @@
 //   dx = rstd * (g - mean(g) - x_hat * mean(g * x_hat))   (means over a group)
 //   dw[c] = sum(dy * x_hat),  db[c] = sum(dy)              (over all dims but C)
 #include <algorithm>
+#include "autograd/Autocast.h"
 
 #include "autograd/GradMode.h"
 #include "autograd/functions/Normalization.h"
@@ -79,6 +80,11 @@ class GroupNormBackward final : public Node {
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("group_norm", {input, weight, bias});
+    amp::detail::SuspendAutocast suspend;
+    return group_norm(in[0], num_groups, in[1], in[2], eps);
+  }
   auto [out, mean, rstd] = native::group_norm(input, num_groups, weight, bias, eps);
   if (auto node = record<GroupNormBackward>({input, weight, bias}, {out}, num_groups, eps)) {
     node->input = SavedTensor(input, false);

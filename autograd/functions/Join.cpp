@@ -2,6 +2,7 @@
 // hands each input its slice of the gradient (narrow for cat, select for stack),
 // converted back to the input's dtype when cat promoted it.
 #include "autograd/functions/Record.h"
+#include "autograd/Autocast.h"
 #include "autograd/functions/Shape.h"
 #include "tensor/ShapeUtil.h"
 #include "tensor/native/Join.h"
@@ -62,6 +63,11 @@ std::vector<DType> dtypes_of(const std::vector<Tensor>& tensors) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("cat", tensors);
+    amp::detail::SuspendAutocast suspend;
+    return cat(in, dim);
+  }
   Tensor out = native::cat(tensors, dim);
   if (!out.is_floating_point() || !autograd::any_requires_grad(tensors)) return out;
   int64_t rank = -1;
@@ -80,6 +86,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("stack", tensors);
+    amp::detail::SuspendAutocast suspend;
+    return stack(in, dim);
+  }
   Tensor out = native::stack(tensors, dim);
   if (out.is_floating_point() && autograd::any_requires_grad(tensors)) {
     dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");

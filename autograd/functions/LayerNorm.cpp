@@ -9,6 +9,7 @@
 //        normalised dims)
 //   dw = sum(dy * x_hat),  db = sum(dy)                    (sums over the others)
 #include "autograd/GradMode.h"
+#include "autograd/Autocast.h"
 #include "autograd/functions/Normalization.h"
 #include "autograd/functions/Record.h"
 #include "tensor/native/LayerNorm.h"
@@ -74,6 +75,11 @@ class LayerNormBackward final : public Node {
 
 Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("layer_norm", {input, weight, bias});
+    amp::detail::SuspendAutocast suspend;
+    return layer_norm(in[0], normalized_shape, in[1], in[2], eps);
+  }
   auto [out, mean, rstd] = native::layer_norm(input, normalized_shape, weight, bias, eps);
   if (auto node = record<LayerNormBackward>({input, weight, bias}, {out}, normalized_shape, eps)) {
     node->input = SavedTensor(input, false);

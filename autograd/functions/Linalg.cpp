@@ -3,6 +3,7 @@
 // gradient comes from theirs; batch dims broadcast through expand, whose
 // backward sums them back.
 #include "autograd/functions/Linalg.h"
+#include "autograd/Autocast.h"
 
 #include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Record.h"
@@ -106,6 +107,11 @@ IntList concat(IntList a, const IntList& b) {
 }  // namespace
 
 Tensor mm(const Tensor& self, const Tensor& other) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("mm", {self, other});
+    amp::detail::SuspendAutocast suspend;
+    return mm(in[0], in[1]);
+  }
   Tensor out = native::mm(self, other);
   if (out.is_floating_point())
     if (auto node = record<MmBackward>({self, other}, {out})) {
@@ -116,6 +122,11 @@ Tensor mm(const Tensor& self, const Tensor& other) {
 }
 
 Tensor bmm(const Tensor& self, const Tensor& other) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("bmm", {self, other});
+    amp::detail::SuspendAutocast suspend;
+    return bmm(in[0], in[1]);
+  }
   Tensor out = native::bmm(self, other);
   if (out.is_floating_point())
     if (auto node = record<BmmBackward>({self, other}, {out})) {
@@ -126,6 +137,11 @@ Tensor bmm(const Tensor& self, const Tensor& other) {
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("linear", {input, weight, bias});
+    amp::detail::SuspendAutocast suspend;
+    return linear(in[0], in[1], in[2]);
+  }
   Tensor out = native::linear(input, weight, bias);
   if (out.is_floating_point())
     if (auto node = record<LinearBackward>({input, weight, bias}, {out})) {
@@ -142,6 +158,11 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 }
 
 Tensor matmul(const Tensor& self, const Tensor& other) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("matmul", {self, other});
+    amp::detail::SuspendAutocast suspend;
+    return matmul(in[0], in[1]);
+  }
   native::check_defined("matmul", self, "self");
   native::check_defined("matmul", other, "other");
   const int64_t da = self.dim(), db = other.dim();

@@ -3,6 +3,7 @@
 // is one fused node (log_softmax + nll + smoothing) that saves only the input
 // and a logsumexp per sample.  Class weights and targets get no gradient.
 #include "autograd/functions/Loss.h"
+#include "autograd/Autocast.h"
 
 #include "autograd/functions/Elementwise.h"
 #include "autograd/functions/Record.h"
@@ -138,6 +139,11 @@ void save_class_loss(ClassLossSaved& s, const Tensor& input, const Tensor& targe
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction,
                 int64_t ignore_index, const Tensor& weight) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("nll_loss", {input, weight});
+    amp::detail::SuspendAutocast suspend;
+    return nll_loss(in[0], target, reduction, ignore_index, in[1]);
+  }
   const LossReduction r = to_native(reduction);
   auto [loss, total_weight] = native::nll_loss(input, target, weight, r, ignore_index);
   if (auto node = record<NllLossBackward>({input}, {loss}))
@@ -147,6 +153,11 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction,
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction,
                      int64_t ignore_index, double label_smoothing, const Tensor& weight) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("cross_entropy", {input, weight});
+    amp::detail::SuspendAutocast suspend;
+    return cross_entropy(in[0], target, reduction, ignore_index, label_smoothing, in[1]);
+  }
   const LossReduction r = to_native(reduction);
   auto [loss, logsumexp, total_weight] =
       native::cross_entropy(input, target, weight, r, ignore_index, label_smoothing);
@@ -159,6 +170,11 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduct
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("mse_loss", {input, target});
+    amp::detail::SuspendAutocast suspend;
+    return mse_loss(in[0], in[1], reduction);
+  }
   const LossReduction r = to_native(reduction);
   Tensor loss = native::mse_loss(input, target, r);
   if (auto node = record<MseLossBackward>({input, target}, {loss}, r)) {

@@ -3,6 +3,7 @@
 // rank (reduced dims as 1) and broadcast; value-selecting reductions
 // (max/min along a dim) scatter it to the chosen elements.
 #include "autograd/functions/Reduction.h"
+#include "autograd/Autocast.h"
 
 #include "autograd/functions/Elementwise.h"
 #include "autograd/functions/Record.h"
@@ -193,6 +194,11 @@ std::tuple<Tensor, Tensor> extremum_dim(const Tensor& self, int64_t dim, bool ke
 }
 
 Tensor softmax_impl(const Tensor& self, int64_t dim, bool log) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs(log ? "log_softmax" : "softmax", {self});
+    amp::detail::SuspendAutocast suspend;
+    return softmax_impl(in[0], dim, log);
+  }
   Tensor out = log ? native::log_softmax(self, dim) : native::softmax(self, dim);
   if (auto node = record<SoftmaxBackward>({self}, {out}, dim, log))
     node->result = SavedTensor(out, true);
@@ -202,6 +208,11 @@ Tensor softmax_impl(const Tensor& self, int64_t dim, bool log) {
 }  // namespace
 
 Tensor sum(const Tensor& self, IntList dims, bool keepdim) {
+  if (amp::detail::active()) {  // autograd/Autocast.h
+    const std::vector<Tensor> in = amp::detail::cast_inputs("sum", {self});
+    amp::detail::SuspendAutocast suspend;
+    return sum(in[0], dims, keepdim);
+  }
   Tensor out = native::sum(self, dims, keepdim);
   if (out.is_floating_point())
     record<SumBackward>({self}, {out}, self.sizes(), dim_mask(dims, self.dim(), "sum"), keepdim);

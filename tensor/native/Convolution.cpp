@@ -100,6 +100,12 @@ IntList output_shape(const ConvGeometry& g, bool batched) {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
               IntList padding, IntList dilation, int64_t groups) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && weight.defined() && is_reduced_float(input.dtype()) &&
+      weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()))
+    return round_to(conv2d(widen(input), widen(weight), widen(bias), stride, padding, dilation,
+                           groups),
+                    input.dtype());
   const ConvGeometry g =
       conv_geometry(input, weight, bias, stride, padding, dilation, groups);
   Tensor out = empty(output_shape(g, input.dim() == 4),
@@ -114,6 +120,16 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      IntList stride, IntList padding, IntList dilation, int64_t groups,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (is_reduced_float(input.dtype())) {
+    conv2d_backward(widen(grad_output), widen(input), widen(weight), stride, padding, dilation,
+                    groups, need_input, need_weight, need_bias, grad_input, grad_weight,
+                    grad_bias);
+    grad_input = round_to(grad_input, input.dtype());
+    grad_weight = round_to(grad_weight, input.dtype());
+    grad_bias = round_to(grad_bias, input.dtype());
+    return;
+  }
   const ConvGeometry g =
       conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups);
   const IntList out_shape = output_shape(g, input.dim() == 4);

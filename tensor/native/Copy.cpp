@@ -72,5 +72,14 @@ void fill_(const Tensor& t, Scalar value) {
   t.bump_version();
 }
 
+Tensor widen(const Tensor& t) {
+  return t.defined() && is_reduced_float(t.dtype()) ? to(t, t.device(), kFloat32) : t;
+}
+
+Tensor round_to(const Tensor& t, DType dtype) {
+  return t.defined() && is_reduced_float(dtype) && t.dtype() != dtype ? to(t, t.device(), dtype)
+                                                                        : t;
+}
+
 }  // namespace native
 }  // namespace loom

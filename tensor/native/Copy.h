@@ -25,6 +25,12 @@ Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking = fal
 // result dtype, as PyTorch's kernels do inside (DESIGN.md: reduced precision
 // computes and accumulates in float32).
 inline DType compute_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloat32 : dtype; }
+// For ops whose kernels have no 16-bit path: the float32 copy of a float16
+// or bfloat16 tensor, else t itself (an undefined t stays undefined).
+Tensor widen(const Tensor& t);
+// A float32 result rounded back into `dtype` when that is float16 or
+// bfloat16 (t defined); else t itself.
+Tensor round_to(const Tensor& t, DType dtype);
 // Runs `kernel(t32)` on a float32 copy of a 16-bit float tensor `t` and
 // copies the result back into `t` (one rounding); for any other dtype runs
 // `kernel(t)`.  For in-place ops.

@@ -11,6 +11,11 @@ namespace native {
 DispatchStub<DropoutKernel> dropout_stub("dropout");
 
 std::tuple<Tensor, Tensor> dropout(const Tensor& input, double p, Generator* gen) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [out, mask] = dropout(widen(input), p, gen);
+    return {round_to(out, input.dtype()), mask};
+  }
   check_defined("dropout", input, "input");
   LOOM_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p);
   LOOM_CHECK(input.is_floating_point(), "dropout: expected a floating-point input, got ",

@@ -48,6 +48,9 @@ IntList with_last(const IntList& sizes, int64_t last) {
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (weight.defined() && is_reduced_float(weight.dtype()))
+    return round_to(embedding(widen(weight), indices), weight.dtype());
   check_defined("embedding", weight, "weight");
   LOOM_CHECK(weight.dim() == 2, "embedding: expected weight of shape (V, D), got ",
              weight.describe());
@@ -62,6 +65,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 }
 
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (grad.defined() && is_reduced_float(grad.dtype()))
+    return round_to(embedding_backward(widen(grad), indices, num_weights), grad.dtype());
   check_defined("embedding_backward", grad, "grad");
   LOOM_CHECK(grad.dim() >= 1 && grad.dim() == indices.dim() + 1 &&
                  IntList(grad.sizes().begin(), grad.sizes().end() - 1) == indices.sizes(),

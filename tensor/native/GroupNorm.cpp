@@ -62,6 +62,11 @@ Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? contiguou
 std::tuple<Tensor, Tensor, Tensor> group_norm(const Tensor& input, int64_t num_groups,
                                               const Tensor& weight, const Tensor& bias,
                                               double eps) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [out, mean, rstd] = group_norm(widen(input), num_groups, widen(weight), widen(bias), eps);
+    return {round_to(out, input.dtype()), mean, rstd};
+  }
   check_defined("group_norm", input, "input");
   const Groups g = groups_of("group_norm", input, num_groups);
   check_affine("group_norm", input, weight, "weight");
@@ -81,6 +86,13 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad_out, c
                                                        const Tensor& mean, const Tensor& rstd,
                                                        const Tensor& weight, int64_t num_groups,
                                                        std::array<bool, 3> output_mask) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [gi, gw, gb] = group_norm_backward(widen(grad_out), widen(input), widen(mean),
+                                            widen(rstd), widen(weight), num_groups, output_mask);
+    const DType wd = weight.defined() ? weight.dtype() : input.dtype();
+    return {round_to(gi, input.dtype()), round_to(gw, wd), round_to(gb, wd)};
+  }
   check_defined("group_norm_backward", grad_out, "grad_out");
   check_defined("group_norm_backward", input, "input");
   const Groups g = groups_of("group_norm_backward", input, num_groups);

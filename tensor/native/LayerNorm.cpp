@@ -72,6 +72,13 @@ Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? contiguou
 std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, const IntList& normalized_shape,
                                               const Tensor& weight, const Tensor& bias,
                                               double eps) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  // mean and rstd stay float32 (saved for the backward).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [out, mean, rstd] =
+        layer_norm(widen(input), normalized_shape, widen(weight), widen(bias), eps);
+    return {round_to(out, input.dtype()), mean, rstd};
+  }
   check_defined("layer_norm", input, "input");
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
              "layer_norm: expected a float32 or float64 input, got ", input.describe());
@@ -96,6 +103,13 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_out, c
                                                        const Tensor& mean, const Tensor& rstd,
                                                        const Tensor& weight,
                                                        std::array<bool, 3> output_mask) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [gi, gw, gb] = layer_norm_backward(widen(grad_out), widen(input), normalized_shape,
+                                            widen(mean), widen(rstd), widen(weight), output_mask);
+    const DType wd = weight.defined() ? weight.dtype() : input.dtype();
+    return {round_to(gi, input.dtype()), round_to(gw, wd), round_to(gb, wd)};
+  }
   check_defined("layer_norm_backward", grad_out, "grad_out");
   check_defined("layer_norm_backward", input, "input");
   LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,

@@ -60,6 +60,8 @@ Tensor sum_rows(const Tensor& g2) {
 
 Tensor mm(const Tensor& self, const Tensor& other) {
   check_pair("mm", self, "mat1", other, "mat2");
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (is_reduced_float(self.dtype())) return round_to(mm(widen(self), widen(other)), self.dtype());
   LOOM_CHECK(self.dim() == 2 && other.dim() == 2, "mm: expected 2-D matrices, got mat1 ",
              self.describe(), " and mat2 ", other.describe());
   LOOM_CHECK(self.size(1) == other.size(0), "mm: mat1 and mat2 shapes cannot be multiplied (",
@@ -72,6 +74,8 @@ Tensor mm(const Tensor& self, const Tensor& other) {
 
 Tensor bmm(const Tensor& self, const Tensor& other) {
   check_pair("bmm", self, "batch1", other, "batch2");
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (is_reduced_float(self.dtype())) return round_to(bmm(widen(self), widen(other)), self.dtype());
   LOOM_CHECK(self.dim() == 3 && other.dim() == 3, "bmm: expected 3-D tensors, got batch1 ",
              self.describe(), " and batch2 ", other.describe());
   LOOM_CHECK(self.size(0) == other.size(0), "bmm: batch1 and batch2 must have the same batch size, got ",
@@ -89,6 +93,9 @@ Tensor bmm(const Tensor& self, const Tensor& other) {
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   check_pair("linear", input, "input", weight, "weight");
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (is_reduced_float(input.dtype()) && (!bias.defined() || bias.dtype() == input.dtype()))
+    return round_to(linear(widen(input), widen(weight), widen(bias)), input.dtype());
   LOOM_CHECK(input.dim() >= 1, "linear: expected input of at least 1 dim, got ",
              input.describe());
   LOOM_CHECK(weight.dim() == 2, "linear: expected a 2-D weight (out_features, in_features), got ",
@@ -121,6 +128,15 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 void linear_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (is_reduced_float(input.dtype())) {
+    linear_backward(widen(grad_output), widen(input), widen(weight), need_input, need_weight,
+                    need_bias, grad_input, grad_weight, grad_bias);
+    grad_input = round_to(grad_input, input.dtype());
+    grad_weight = round_to(grad_weight, input.dtype());
+    grad_bias = round_to(grad_bias, input.dtype());
+    return;
+  }
   const int64_t in = weight.size(1), out_features = weight.size(0);
   const int64_t rows = input.numel() / std::max<int64_t>(in, 1);
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());

@@ -39,6 +39,18 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
                                               const Tensor& running_var, const Tensor& weight,
                                               const Tensor& bias, bool training, double momentum,
                                               double eps) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  // The parameters and running statistics may be float32 beside a 16-bit
+  // input (as PyTorch allows); 16-bit running statistics are updated through
+  // a float32 copy.  save_mean and save_invstd stay float32.
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    const Tensor rm = widen(running_mean), rv = widen(running_var);
+    auto [out, save_mean, save_invstd] =
+        batch_norm(widen(input), rm, rv, widen(weight), widen(bias), training, momentum, eps);
+    if (training && rm.defined() && !rm.is_same(running_mean)) copy_(running_mean, rm);
+    if (training && rv.defined() && !rv.is_same(running_var)) copy_(running_var, rv);
+    return {round_to(out, input.dtype()), save_mean, save_invstd};
+  }
   check_defined("batch_norm", input, "input");
   LOOM_CHECK(input.dim() >= 2,
              "batch_norm: expected input of shape (N, C, ...) with at least 2 dims, got ",
@@ -75,6 +87,17 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                          const Tensor& save_mean, const Tensor& save_invstd, bool training,
                          bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                          Tensor& grad_weight, Tensor& grad_bias) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    batch_norm_backward(widen(grad_output), widen(input), widen(weight), widen(save_mean),
+                        widen(save_invstd), training, need_input, need_weight, need_bias,
+                        grad_input, grad_weight, grad_bias);
+    const DType wd = weight.defined() ? weight.dtype() : input.dtype();
+    grad_input = round_to(grad_input, input.dtype());
+    grad_weight = round_to(grad_weight, wd);
+    grad_bias = round_to(grad_bias, wd);
+    return;
+  }
   LOOM_CHECK(grad_output.sizes() == input.sizes(),
              "batch_norm_backward: expected grad_output of shape ", shape_str(input.sizes()),
              ", got ", grad_output.describe());

@@ -114,6 +114,12 @@ Tensor new_grad_input(const char* op, const Tensor& grad_output, const IntList& 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList kernel_size,
                                                    IntList stride, IntList padding,
                                                    IntList dilation, bool ceil_mode) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [values, indices] =
+        max_pool2d_with_indices(widen(input), kernel_size, stride, padding, dilation, ceil_mode);
+    return {round_to(values, input.dtype()), indices};
+  }
   const PoolGeometry g =
       pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode);
   const IntList shape = pooled_shape(input, g);
@@ -126,6 +132,10 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList 
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes,
                            const Tensor& indices) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (grad_output.defined() && is_reduced_float(grad_output.dtype()))
+    return round_to(max_pool2d_backward(widen(grad_output), input_sizes, indices),
+                    grad_output.dtype());
   Tensor grad_input = new_grad_input("max_pool2d_backward", grad_output, input_sizes);
   const Tensor& input = grad_input;
   LOOM_CHECK(indices.dtype() == kInt64 && indices.sizes() == grad_output.sizes(),
@@ -146,6 +156,11 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
 
 Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
                   bool ceil_mode, bool count_include_pad) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype()))
+    return round_to(avg_pool2d(widen(input), kernel_size, stride, padding, ceil_mode,
+                               count_include_pad),
+                    input.dtype());
   const PoolGeometry g =
       pool_geometry("avg_pool2d", input, kernel_size, stride, padding, {1, 1}, ceil_mode);
   Tensor out = empty(pooled_shape(input, g), TensorOptions(input.dtype()).device(input.device()));
@@ -157,6 +172,11 @@ Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntL
 Tensor avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes,
                            IntList kernel_size, IntList stride, IntList padding, bool ceil_mode,
                            bool count_include_pad) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (grad_output.defined() && is_reduced_float(grad_output.dtype()))
+    return round_to(avg_pool2d_backward(widen(grad_output), input_sizes, kernel_size, stride,
+                                        padding, ceil_mode, count_include_pad),
+                    grad_output.dtype());
   Tensor grad_input = new_grad_input("avg_pool2d_backward", grad_output, input_sizes);
   const Tensor& input = grad_input;
   const PoolGeometry g = pool_geometry("avg_pool2d_backward", input, kernel_size, stride,
@@ -186,6 +206,9 @@ PoolGeometry adaptive_geometry(const char* op, const Tensor& input, const IntLis
 }  // namespace
 
 Tensor adaptive_avg_pool2d(const Tensor& input, IntList output_size) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype()))
+    return round_to(adaptive_avg_pool2d(widen(input), output_size), input.dtype());
   const PoolGeometry g = adaptive_geometry("adaptive_avg_pool2d", input, output_size);
   Tensor out = empty(pooled_shape(input, g), TensorOptions(input.dtype()).device(input.device()));
   if (out.numel() == 0) return out;
@@ -195,6 +218,10 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntList output_size) {
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (grad_output.defined() && is_reduced_float(grad_output.dtype()))
+    return round_to(adaptive_avg_pool2d_backward(widen(grad_output), input_sizes),
+                    grad_output.dtype());
   Tensor grad_input = new_grad_input("adaptive_avg_pool2d_backward", grad_output, input_sizes);
   const Tensor& input = grad_input;
   LOOM_CHECK(grad_output.dim() == input.dim(),

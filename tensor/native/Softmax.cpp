@@ -38,6 +38,9 @@ void check_input(const char* op, const Tensor& self) {
 }
 
 Tensor forward(const char* op, const Tensor& self, int64_t dim, bool log) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (self.defined() && is_reduced_float(self.dtype()))
+    return round_to(forward(op, widen(self), dim, log), self.dtype());
   check_input(op, self);
   const int64_t d = wrap_dim(dim, self.dim(), op);
   const Layout l = layout_of(self.sizes(), self.dim() == 0 ? 1 : d);
@@ -48,6 +51,9 @@ Tensor forward(const char* op, const Tensor& self, int64_t dim, bool log) {
 }
 
 Tensor backward(const char* op, const Tensor& grad, const Tensor& output, int64_t dim, bool log) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (output.defined() && is_reduced_float(output.dtype()))
+    return round_to(backward(op, widen(grad), widen(output), dim, log), output.dtype());
   check_input(op, output);
   check_defined(op, grad, "grad");
   LOOM_CHECK(grad.sizes() == output.sizes() && grad.dtype() == output.dtype(), op,
