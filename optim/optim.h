@@ -2,6 +2,7 @@
 #pragma once
 
 #include "optim/Adam.h"
+#include "optim/Amp.h"
 #include "optim/GradScaler.h"
 #include "optim/LRScheduler.h"
 #include "optim/Optimizer.h"

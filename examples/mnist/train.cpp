@@ -4,6 +4,7 @@
 //   bazel run //examples/mnist:train -- --epochs 2 --batch-size 128
 //   bazel run //examples/mnist:train -- --device cuda --cuda-graph
 //   bazel run //examples/mnist:train -- --devices cpu:0,cpu:1
+//   bazel run //examples/mnist:train -- --amp bf16 --opt-level O2
 //
 // --cuda-graph (CUDA only) captures the whole training step (forward, loss,
 // backward, SGD) once as a CUDA graph after a few eager warm-up steps, and
@@ -15,6 +16,10 @@
 // (BatchNorm normalises each device's share of the batch by itself).  On CPU
 // logical devices the intra-op threads (--threads, default all cores) are
 // shared evenly between the devices.
+// --amp bf16|fp16 trains in mixed precision (CPU: bf16 only) at
+// --opt-level O1 (default: autocast + dynamic loss scaling), O2 (bfloat16
+// model, float32 batch norm and master weights) or O3 (all 16-bit); see
+// optim/Amp.h.  --opt-level alone picks the device's dtype.
 // Data: IDX files in --data-dir (default: data/mnist, written by
 // tools/setup.sh from 10,000 real digits: 8,000 train / 2,000 test); point it
 // at the full MNIST (plain or .gz files) to train on 60,000.
@@ -22,6 +27,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "examples/common/ProgressBar.h"
@@ -45,6 +51,8 @@ struct Flags {
   int64_t num_workers = 1;
   int threads = 0;
   bool cuda_graph = false;
+  std::string amp;        // --amp: bf16 or fp16 (empty: float32)
+  std::string opt_level;  // --opt-level: O0..O3 (default O1 with --amp)
 };
 
 // Eager steps before the capture (they create the momentum buffers and the
@@ -59,6 +67,32 @@ Tensor train_step(nn::Module& model, nn::CrossEntropyLoss& criterion,
   loss.backward();
   optimizer.step();
   return loss;
+}
+
+// One mixed-precision step (--amp / --opt-level).
+Tensor train_step(nn::Module& model, nn::CrossEntropyLoss& criterion, amp::Amp& amp,
+                  const Tensor& images, const Tensor& labels) {
+  amp.zero_grad();
+  Tensor loss;
+  {
+    auto region = amp.autocast();
+    loss = criterion(model.forward(amp.input(images)), labels);
+  }
+  amp.backward(loss);
+  amp.step();
+  return loss;
+}
+
+// The mixed-precision setup of --amp / --opt-level, or nothing.
+std::optional<amp::Amp> make_amp(const Flags& flags, nn::Module& model, optim::SGD& optimizer,
+                                 const Device& device) {
+  if (flags.amp.empty() && flags.opt_level.empty()) return std::nullopt;
+  std::optional<DType> dtype;
+  if (flags.amp == "bf16") dtype = kBFloat16;
+  else if (flags.amp == "fp16") dtype = kFloat16;
+  else LOOM_CHECK(flags.amp.empty(), "--amp: expected bf16 or fp16, got ", flags.amp);
+  return amp::initialize(model, optimizer, flags.opt_level.empty() ? "O1" : flags.opt_level,
+                         device.type, dtype);
 }
 
 // The step as a CUDA graph (--cuda-graph): the input tensors every batch is
@@ -93,12 +127,15 @@ struct GraphedStep {
 
 // Top-1 accuracy (in %) of `model` (the ConvNet, or DataParallel over it) on
 // the test split.
-double evaluate(nn::Module& model, data::DataLoader& loader, Device device) {
+double evaluate(nn::Module& model, data::DataLoader& loader, Device device,
+                const amp::Amp* amp) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0, total = 0;
   for (const auto& batch : loader) {
-    Tensor logits = model.forward(batch.data.to(device));
+    Tensor images = batch.data.to(device);
+    auto region = amp ? amp->autocast() : nullptr;
+    Tensor logits = model.forward(amp ? amp->input(images) : images);
     Tensor predicted = logits.argmax(1);
     correct += predicted.eq(batch.target.to(device)).sum().item<int64_t>();
     total += batch.target.size(0);
@@ -166,6 +203,10 @@ int run(const Flags& flags) {
   nn::Module& net = data_parallel ? static_cast<nn::Module&>(*parallel) : *model;
   nn::CrossEntropyLoss criterion;
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(flags.lr).momentum(flags.momentum));
+  LOOM_CHECK(!flags.cuda_graph || (flags.amp.empty() && flags.opt_level.empty()),
+             "--cuda-graph does not combine with --amp/--opt-level (the loss scaler reads the "
+             "device between steps)");
+  std::optional<amp::Amp> mixed = make_amp(flags, *model, optimizer, device);
 
   std::string where = "device " + device.str();
   if (data_parallel) {
@@ -174,10 +215,12 @@ int run(const Flags& flags) {
     if (device.is_cpu())
       where += " (" + std::to_string(device_num_threads(device)) + " intra-op threads per device)";
   }
+  std::string extra = flags.cuda_graph ? ", training step as a CUDA graph" : "";
+  if (mixed)
+    extra += ", mixed precision " + dtype_name(mixed->dtype()) + " " + mixed->opt_level();
   std::printf("loom MNIST: %lld train / %lld test images from %s, %s, %d threads%s\n",
               static_cast<long long>(train_set->size()), static_cast<long long>(test_set->size()),
-              data_dir.c_str(), where.c_str(), get_num_threads(),
-              flags.cuda_graph ? ", training step as a CUDA graph" : "");
+              data_dir.c_str(), where.c_str(), get_num_threads(), extra.c_str());
   GraphedStep graphed;
   const auto start = std::chrono::steady_clock::now();
   for (int64_t epoch = 1; epoch <= flags.epochs; ++epoch) {
@@ -190,14 +233,15 @@ int run(const Flags& flags) {
       } else {
         Tensor images = batch.data.to(device, /*non_blocking=*/true);
         Tensor labels = batch.target.to(device, /*non_blocking=*/true);
-        loss = train_step(net, criterion, optimizer, images, labels).item<double>();
+        loss = mixed ? train_step(net, criterion, *mixed, images, labels).item<double>()
+                     : train_step(net, criterion, optimizer, images, labels).item<double>();
       }
       bar.update(++step, loss, batch.data.size(0));
     }
     const double seconds = bar.finish();
     std::printf("epoch %lld/%lld done in %s: test accuracy %.2f%%\n", static_cast<long long>(epoch),
                 static_cast<long long>(flags.epochs), examples::format_duration(seconds).c_str(),
-                evaluate(net, test_loader, device));
+                evaluate(net, test_loader, device, mixed ? &*mixed : nullptr));
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("Training complete in: %s\n", examples::format_duration(total).c_str());
@@ -228,6 +272,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", flags.threads, "Intra-op threads (default: all cores)");
   app.add_flag("--cuda-graph", flags.cuda_graph,
                "Capture the training step once as a CUDA graph and replay it (CUDA only)");
+  app.add_option("--amp", flags.amp, "Mixed precision: bf16 or fp16 (the CPU takes bf16)")
+      ->check(CLI::IsMember({"bf16", "fp16"}));
+  app.add_option("--opt-level", flags.opt_level,
+                 "Apex-style opt level with --amp: O0, O1 (default), O2 or O3")
+      ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
   CLI11_PARSE(app, argc, argv);
   flags.device_given = app.count("--device") > 0;
   try {

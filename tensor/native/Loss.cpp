@@ -116,6 +116,12 @@ ClassLossShape check_class_loss(const char* op, const Tensor& input, const Tenso
 std::tuple<Tensor, Tensor> nll_loss(const Tensor& input, const Tensor& target,
                                     const Tensor& weight, LossReduction reduction,
                                     int64_t ignore_index) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [loss, total_weight] = nll_loss(widen(input), target, widen(weight), reduction,
+                                         ignore_index);
+    return {round_to(loss, input.dtype()), total_weight};
+  }
   const ClassLossShape s = check_class_loss("nll_loss", input, target, weight, ignore_index);
   auto [loss, lse, total_weight] =
       class_loss(false, s, input, target, weight, reduction, ignore_index, 0.0);
@@ -125,6 +131,11 @@ std::tuple<Tensor, Tensor> nll_loss(const Tensor& input, const Tensor& target,
 Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
                          const Tensor& weight, LossReduction reduction, int64_t ignore_index,
                          const Tensor& total_weight) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype()))
+    return round_to(nll_loss_backward(widen(grad), widen(input), target, widen(weight), reduction,
+                                      ignore_index, total_weight),
+                    input.dtype());
   const ClassLossShape s = check_class_loss("nll_loss_backward", input, target, weight,
                                             ignore_index);
   check_loss_grad("nll_loss_backward", grad, s.none_shape, reduction, input);
@@ -140,6 +151,12 @@ Tensor nll_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& 
 std::tuple<Tensor, Tensor, Tensor> cross_entropy(const Tensor& input, const Tensor& target,
                                                  const Tensor& weight, LossReduction reduction,
                                                  int64_t ignore_index, double label_smoothing) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    auto [loss, logsumexp, total_weight] = cross_entropy(widen(input), target, widen(weight),
+                                                         reduction, ignore_index, label_smoothing);
+    return {round_to(loss, input.dtype()), logsumexp, total_weight};
+  }
   LOOM_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
              "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
   const ClassLossShape s = check_class_loss("cross_entropy", input, target, weight, ignore_index);
@@ -150,6 +167,12 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& input, const Ten
                               const Tensor& weight, const Tensor& logsumexp,
                               LossReduction reduction, int64_t ignore_index,
                               double label_smoothing, const Tensor& total_weight) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype()))
+    return round_to(cross_entropy_backward(widen(grad), widen(input), target, widen(weight),
+                                           logsumexp, reduction, ignore_index, label_smoothing,
+                                           total_weight),
+                    input.dtype());
   const ClassLossShape s = check_class_loss("cross_entropy_backward", input, target, weight,
                                             ignore_index);
   check_loss_grad("cross_entropy_backward", grad, s.none_shape, reduction, input);
@@ -184,6 +207,10 @@ std::tuple<Tensor, Tensor> mse_operands(const char* op, const Tensor& input,
 }  // namespace
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reduction) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && target.defined() && is_reduced_float(input.dtype()) &&
+      input.dtype() == target.dtype())
+    return round_to(mse_loss(widen(input), widen(target), reduction), input.dtype());
   const auto [x, y] = mse_operands("mse_loss", input, target);
   if (reduction == LossReduction::kNone) {
     Tensor out = empty(x.sizes(), like(x, x.dtype()));
@@ -199,6 +226,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, LossReduction reducti
 
 Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target,
                          LossReduction reduction) {
+  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
+  if (input.defined() && is_reduced_float(input.dtype()))
+    return round_to(mse_loss_backward(widen(grad), widen(input), widen(target), reduction),
+                    input.dtype());
   const auto [x, y] = mse_operands("mse_loss_backward", input, target);
   check_loss_grad("mse_loss_backward", grad, x.sizes(), reduction, x);
   Tensor grad_input = empty(x.sizes(), like(x, x.dtype()));

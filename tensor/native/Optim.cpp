@@ -70,6 +70,19 @@ void sgd_update_many(const std::vector<SGDParam>& params, const SGDHyper& h) {
                        s.first});
   }
   for (const auto& group : group_by_device(std::move(checked))) {
+    if (is_reduced_float(group.front().param.dtype())) {
+      // 16-bit parameters: the step runs on float32 copies of the parameter,
+      // gradient and state, each rounded back once.
+      std::vector<SGDParam> wide;
+      for (const SGDParam& s : group)
+        wide.push_back({widen(s.param), widen(s.grad), widen(s.momentum_buffer), s.first});
+      sgd_step_stub(group.front().param.device(), wide, h);
+      for (size_t i = 0; i < group.size(); ++i) {
+        copy_(group[i].param, wide[i].param);
+        if (use_mom) copy_(group[i].momentum_buffer, wide[i].momentum_buffer);
+      }
+      continue;
+    }
     sgd_step_stub(group.front().param.device(), group, h);
     for (const SGDParam& s : group) {
       s.param.bump_version();
@@ -90,6 +103,20 @@ void adam_update_many(const std::vector<AdamParam>& params, const AdamHyper& h) 
                        h.amsgrad ? s.max_exp_avg_sq : Tensor(), s.step});
   }
   for (const auto& group : group_by_device(std::move(checked))) {
+    if (is_reduced_float(group.front().param.dtype())) {
+      std::vector<AdamParam> wide;
+      for (const AdamParam& s : group)
+        wide.push_back({widen(s.param), widen(s.grad), widen(s.exp_avg), widen(s.exp_avg_sq),
+                        widen(s.max_exp_avg_sq), s.step});
+      adam_step_stub(group.front().param.device(), wide, h);
+      for (size_t i = 0; i < group.size(); ++i) {
+        copy_(group[i].param, wide[i].param);
+        copy_(group[i].exp_avg, wide[i].exp_avg);
+        copy_(group[i].exp_avg_sq, wide[i].exp_avg_sq);
+        if (h.amsgrad) copy_(group[i].max_exp_avg_sq, wide[i].max_exp_avg_sq);
+      }
+      continue;
+    }
     adam_step_stub(group.front().param.device(), group, h);
     for (const AdamParam& s : group) {
       s.param.bump_version();

@@ -1,9 +1,11 @@
 // Ops on float16 and bfloat16 tensors: every op of the unary and binary
 // tables, the scalar ops, in-place forms, reductions and data movement give
 // exactly the float32 result rounded once into the 16-bit type (reductions
-// accumulate in float32), with PyTorch's result dtypes.
+// accumulate in float32), with PyTorch's result dtypes; so do losses and
+// optimizer steps.
 #include "tensor/native/Binary.h"
 #include "tensor/native/Loss.h"
+#include "tensor/native/Optim.h"
 #include "tensor/native/Unary.h"
 #include "tests/TestUtil.h"
 
@@ -145,13 +147,28 @@ TEST(HalfOps, PrintsLikeOtherFloats) {
   EXPECT_NE(out.str().find("bfloat16"), std::string::npos) << out.str();
 }
 
-TEST(HalfOps, KernelsWithoutSixteenBitSupportSaySo) {
-  // Not yet computed in float32 for 16-bit inputs: a clear error, not a
-  // crash or a misread buffer.
-  const Tensor x = ones({2, 3}, TensorOptions(kFloat16));
-  EXPECT_LOOM_ERROR(native::nll_loss(x, tensor<int64_t>({0, 1}), Tensor(),
-                                     native::LossReduction::kMean, -100),
-                    "float16", ".to(kFloat32)");
+TEST(HalfOps, LossesAndOptimizerStepsComputeInFloat32) {
+  for (DType d : kHalfTypes) {
+    const Tensor x = sample(d, {4, 5}, 7), target = tensor<int64_t>({0, 4, 2, 1});
+    auto [nll, nll_weight] = native::nll_loss(x, target, Tensor(), native::LossReduction::kMean, -100);
+    auto [nll32, nll32_weight] =
+        native::nll_loss(wide(x), target, Tensor(), native::LossReduction::kMean, -100);
+    EXPECT_TRUE(Identical(nll, nll32.to(d)));
+    EXPECT_TRUE(Identical(cross_entropy(x, target), cross_entropy(wide(x), target).to(d)));
+    EXPECT_TRUE(Identical(mse_loss(x, x * 0.5), mse_loss(wide(x), (x * 0.5).to(kFloat32)).to(d)));
+    // One SGD step with momentum on a 16-bit parameter: the float32 step,
+    // rounded once (parameter and momentum buffer).
+    Tensor p = x.clone(), buf = zeros_like(x);
+    const Tensor g = sample(d, {4, 5}, 8);
+    native::SGDHyper h;
+    h.lr = 0.1;
+    h.momentum = 0.9;
+    native::sgd_update(p, g, buf, true, h);
+    Tensor p32 = wide(x), buf32 = zeros_like(p32);
+    native::sgd_update(p32, wide(g), buf32, true, h);
+    EXPECT_TRUE(Identical(p, p32.to(d)));
+    EXPECT_TRUE(Identical(buf, buf32.to(d)));
+  }
 }
 
 }  // namespace
