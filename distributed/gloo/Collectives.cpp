@@ -19,6 +19,7 @@
 #include <gloo/scatter.h>
 
 #include <cstring>
+#include <utility>
 
 #include "distributed/GatherScatter.h"
 #include "distributed/gloo/GlooState.h"
@@ -58,10 +59,22 @@ void add_memory(Task& task, const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts) add_memory(task, t);
 }
 
+// Calls fn(TypeTag<T>{}) with the type gloo moves for `dtype`: the dtype's
+// own, or uint16_t for float16/bfloat16 (gloo only needs their size: the
+// reduce functions, ReduceFunctions.cpp, do the arithmetic).
+template <typename Fn>
+void dispatch_wire(DType dtype, Fn&& fn) {
+  if (is_reduced_float(dtype)) {
+    fn(TypeTag<uint16_t>{});
+    return;
+  }
+  dispatch_dtype(dtype, std::forward<Fn>(fn));
+}
+
 // In-place gloo allreduce of n elements at ptr.
 void gloo_allreduce(const ContextPtr& ctx, void* ptr, size_t n, DType dtype, const ReduceFn& fn,
                     uint32_t tag, milliseconds timeout) {
-  dispatch_dtype(dtype, [&](auto type) {
+  dispatch_wire(dtype, [&](auto type) {
     using T = typename decltype(type)::type;
     ::gloo::AllreduceOptions opts(ctx);
     opts.setOutput(static_cast<T*>(ptr), n);
@@ -159,7 +172,7 @@ WorkPtr ProcessGroupGloo::reduce(Tensor& tensor, int root, ReduceOp op) {
     // is scratch, so the caller's tensor stays as it was.
     std::unique_ptr<char[]> scratch;
     if (!is_root) scratch.reset(new char[h.host.nbytes()]);
-    dispatch_dtype(t.dtype(), [&](auto type) {
+    dispatch_wire(t.dtype(), [&](auto type) {
       using T = typename decltype(type)::type;
       ::gloo::ReduceOptions opts(ctx);
       if (is_root) {

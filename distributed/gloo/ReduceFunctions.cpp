@@ -52,8 +52,8 @@ ReduceFn numeric_function(ReduceOp op) {
 
 ReduceFn reduce_function(DType dtype, ReduceOp op) {
   LOOM_CHECK(op != ReduceOp::Avg || is_floating_point(dtype),
-             "ProcessGroupGloo: reduce op avg needs a floating-point tensor (float32 or "
-             "float64), got ",
+             "ProcessGroupGloo: reduce op avg needs a floating-point tensor (float16, "
+             "bfloat16, float32 or float64), got ",
              dtype_name(dtype), "; reduce with sum and divide yourself");
   if (dtype == kBool) {
     switch (op) {
@@ -65,6 +65,9 @@ ReduceFn reduce_function(DType dtype, ReduceOp op) {
     }
     LOOM_FAIL("ProcessGroupGloo: reduce op ", to_string(op), " is not defined for bool");
   }
+  // float16/bfloat16: each pairwise reduction computes in float and rounds.
+  if (dtype == kFloat16) return numeric_function<Half>(op);
+  if (dtype == kBFloat16) return numeric_function<BFloat16>(op);
   return dispatch_numeric(dtype, "ProcessGroupGloo reduce", [&](auto tag) {
     using T = typename decltype(tag)::type;
     return numeric_function<T>(op);
@@ -72,6 +75,15 @@ ReduceFn reduce_function(DType dtype, ReduceOp op) {
 }
 
 void divide_in_place(void* data, DType dtype, size_t n, double divisor) {
+  if (is_reduced_float(dtype)) {
+    dispatch_all_dtypes(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* p = static_cast<T*>(data);
+      const float d = static_cast<float>(divisor);
+      for (size_t i = 0; i < n; ++i) p[i] = T(static_cast<float>(p[i]) / d);
+    });
+    return;
+  }
   dispatch_floating(dtype, "ProcessGroupGloo avg", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(data);

@@ -321,5 +321,13 @@ DistributedDataParallelImpl::NoSyncGuard::~NoSyncGuard() {
   if (ddp_) ddp_->require_sync_ = previous_;
 }
 
+void DistributedDataParallelImpl::register_comm_hook(CommHook hook) {
+  switch (hook) {
+    case CommHook::kAllReduce: reducer_->set_compression(std::nullopt); break;
+    case CommHook::kFp16Compress: reducer_->set_compression(kFloat16); break;
+    case CommHook::kBf16Compress: reducer_->set_compression(kBFloat16); break;
+  }
+}
+
 }  // namespace distributed
 }  // namespace loom

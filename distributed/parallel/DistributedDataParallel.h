@@ -102,6 +102,12 @@ class DistributedDataParallelImpl : public nn::Module {
   const ProcessGroupPtr& process_group() const { return group_; }
   const DDPOptions& options() const { return options_; }
   const Reducer& reducer() const { return *reducer_; }
+  // PyTorch's built-in communication hooks: kFp16Compress / kBf16Compress
+  // all-reduce every gradient bucket as float16 / bfloat16 (half the bytes;
+  // divided by the world size first), kAllReduce restores the default.
+  // Call before the first forward.
+  enum class CommHook { kAllReduce, kFp16Compress, kBf16Compress };
+  void register_comm_hook(CommHook hook);
   // Bucket sizes in bytes, in all-reduce order.
   std::vector<size_t> bucket_sizes() const;
   // Names of the parameters in each bucket, in all-reduce order.

@@ -1,6 +1,7 @@
 #include "distributed/parallel/Reducer.h"
 
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -38,6 +39,8 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
   std::vector<char> had_grad;       // .grad was defined when marked unused
   std::vector<size_t> pending;      // per bucket: parameters not ready yet
   std::vector<WorkPtr> works;       // per bucket, once launched
+  std::optional<DType> compress;    // the comm hook's wire dtype (float16/bfloat16)
+  std::vector<Tensor> wires;        // per bucket under compression: what was all-reduced
   size_t next_launch = 0;
   std::shared_ptr<ReducerTimeline> timeline;  // shared with completion callbacks
   std::shared_ptr<std::mutex> timeline_mutex = std::make_shared<std::mutex>();
@@ -52,6 +55,7 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
     pending.clear();
     for (const Bucket& b : buckets) pending.push_back(b.params.size());
     works.assign(buckets.size(), nullptr);
+    wires.assign(buckets.size(), Tensor());
     next_launch = 0;
   }
 
@@ -74,7 +78,15 @@ struct Reducer::State : std::enable_shared_from_this<Reducer::State> {
         std::lock_guard<std::mutex> lock(*timeline_mutex);
         timeline->buckets[b].launched = Clock::now();
       }
-      works[b] = group->all_reduce(buckets[b].flat, ReduceOp::Sum);
+      if (compress) {
+        // PyTorch's fp16_compress_hook: convert, divide by the world size
+        // (before the sum, so it cannot overflow), all-reduce, copy back.
+        autograd::NoGradGuard no_grad;
+        wires[b] = buckets[b].flat.to(*compress) / static_cast<double>(group->size());
+        works[b] = group->all_reduce(wires[b], ReduceOp::Sum);
+      } else {
+        works[b] = group->all_reduce(buckets[b].flat, ReduceOp::Sum);
+      }
       auto tl = timeline;
       auto tl_mutex = timeline_mutex;
       works[b]->on_completion([tl, tl_mutex, b] {
@@ -163,6 +175,7 @@ void Reducer::State::finalize() {
   for (size_t i = 0; i < params.size(); ++i)
     if (!ready[i]) missing.push_back(i);
   std::vector<WorkPtr> launched = works;
+  const std::vector<Tensor> sent = wires;
   if (!missing.empty()) {
     reset_iteration();
     lock.unlock();
@@ -208,7 +221,13 @@ void Reducer::State::finalize() {
     for (size_t i = 0; i < params.size(); ++i) globally_used[i] = c[i] > 0.5f;
   }
   const double scale = 1.0 / static_cast<double>(group->size());
-  for (Bucket& b : buckets) b.flat.mul_(scale);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    if (sent[b].defined()) {
+      buckets[b].flat.copy_(sent[b]);  // compressed: already divided
+    } else {
+      buckets[b].flat.mul_(scale);
+    }
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     const auto [b, slot] = where[i];
     const Tensor& view = buckets[b].views[slot];
@@ -277,6 +296,16 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
   s.reset_iteration();
   for (size_t i = 0; i < s.params.size(); ++i)
     s.params[i].register_post_accumulate_grad_hook(ReducerHook{state_, i});
+}
+
+void Reducer::set_compression(std::optional<DType> wire) {
+  LOOM_CHECK(!wire || is_reduced_float(*wire),
+             "DistributedDataParallel: a compression hook sends float16 or bfloat16, got ",
+             dtype_name(*wire));
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  LOOM_CHECK(!state_->armed, "DistributedDataParallel: register the communication hook before "
+             "the forward pass, not during an iteration");
+  state_->compress = wire;
 }
 
 Reducer::~Reducer() {

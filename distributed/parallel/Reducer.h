@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ class Reducer {
   void prepare_for_backward(const std::vector<Tensor>& outputs);
   // Disarms: the next backward accumulates locally (DDP's no_sync()).
   void disarm();
+  // Buckets travel as `wire` (float16 or bfloat16), divided by the world size
+  // first, then are copied back (PyTorch's fp16_compress_hook /
+  // bf16_compress_hook); nullopt: as they are.
+  void set_compression(std::optional<DType> wire);
 
   const std::vector<Bucket>& buckets() const;
   const std::vector<Tensor>& parameters() const;

@@ -65,6 +65,10 @@ class SyncBatchNormBackward final : public Node {
             xmu * per_channel(invstd * invstd * mean_dy_xmu, x)) *
            per_channel(scale, x);
     }
+    // 16-bit inputs: the float32 results rounded to each input's dtype.
+    if (gi.defined() && gi.dtype() != x.dtype()) gi = gi.to(x.dtype());
+    if (gw.defined() && gw.dtype() != weight_dtype) gw = gw.to(weight_dtype);
+    if (gb.defined() && gb.dtype() != weight_dtype) gb = gb.to(weight_dtype);
     return {gi, gw, gb};
   }
   void release_saved() override {
@@ -77,6 +81,7 @@ class SyncBatchNormBackward final : public Node {
   SavedTensor input, weight;
   Tensor mean, invstd;  // (C) global statistics the forward used
   int64_t total = 0;    // values per channel over all ranks
+  DType weight_dtype = kFloat32;  // of weight and bias
   ProcessGroupPtr group;
 };
 
@@ -142,8 +147,10 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
       var[k] = m2[k] / nt;
       inv[k] = 1.0 / std::sqrt(var[k] + eps);
     }
-    mean = tensor(m, {c}, TensorOptions(kFloat64)).to(input.device(), input.dtype());
-    invstd = tensor(inv, {c}, TensorOptions(kFloat64)).to(input.device(), input.dtype());
+    // 16-bit inputs normalise in float32 (and round the output once).
+    const DType stats = is_reduced_float(input.dtype()) ? kFloat32 : input.dtype();
+    mean = tensor(m, {c}, TensorOptions(kFloat64)).to(input.device(), stats);
+    invstd = tensor(inv, {c}, TensorOptions(kFloat64)).to(input.device(), stats);
     unbiased_scale = nt / (nt - 1);
     if (running_mean.defined()) {
       Tensor rm = running_mean;
@@ -164,6 +171,7 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
     out = (input - per_channel(mean, input)) * per_channel(invstd, input);
     if (weight.defined()) out = out * per_channel(weight, input);
     if (bias.defined()) out = out + per_channel(bias, input);
+    if (out.dtype() != input.dtype()) out = out.to(input.dtype());
   }
   if (auto node = autograd::record<SyncBatchNormBackward>({input, weight, bias}, {out})) {
     node->input = SavedTensor(input, false);
@@ -171,6 +179,7 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
     node->mean = mean;
     node->invstd = invstd;
     node->total = total;
+    node->weight_dtype = weight.defined() ? weight.dtype() : bias.defined() ? bias.dtype() : input.dtype();
     node->group = group;
   }
   return out;

@@ -17,6 +17,10 @@
 // batch-size * world-size images in all.  The default, 64, makes two ranks
 // step through the same 128 images per step as //examples/mnist:train.
 //
+// --amp bf16|fp16 and --opt-level O0..O3 train in mixed precision as
+// //examples/mnist:train does (optim/Amp.h); --comm-hook fp16|bf16
+// all-reduces the gradient buckets in 16 bits (DDP's compression hooks).
+//
 // Only rank 0 prints (progress, accuracy, timing); every rank reports its
 // own errors on stderr, prefixed with its rank, and exits 1.  Intra-op
 // threads per rank: OMP_NUM_THREADS (loomrun sets an even share of the
@@ -36,6 +40,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "distributed/distributed.h"
@@ -65,6 +70,9 @@ struct Flags {
   std::string pid_file_dir;
   std::string fault;
   int fault_rank = 1;
+  std::string amp;        // --amp: bf16 or fp16
+  std::string opt_level;  // --opt-level: O0..O3 (default O1 with --amp)
+  std::string comm_hook = "none";
 };
 
 // A fault to inject on one rank (tests only).
@@ -134,12 +142,15 @@ int64_t real_samples(const data::DistributedSampler& sampler) {
 // the (prediction, label) rows of all ranks are gathered, the padding rows
 // left out, so exactly test_size examples count.  Collective.
 double evaluate(nn::Module& model, data::DataLoader& loader, const data::DistributedSampler& sampler,
-                Device device) {
+                Device device, const amp::Amp* mixed) {
   NoGradGuard no_grad;
   model.eval();
   std::vector<Tensor> rows;  // each (B, 2): prediction, label
   for (const auto& batch : loader) {
-    Tensor predicted = model.forward(batch.data.to(device)).argmax(1).to(Device("cpu"));
+    Tensor images = batch.data.to(device);
+    auto region = mixed ? mixed->autocast() : nullptr;
+    Tensor predicted =
+        model.forward(mixed ? mixed->input(images) : images).argmax(1).to(Device("cpu"));
     rows.push_back(stack({predicted, batch.target.to(predicted.dtype())}, 1));
   }
   model.train();
@@ -218,11 +229,23 @@ int run(const Flags& flags) {
   nn::models::ConvNet model;
   model = nn::convert_sync_batchnorm(model);  // BatchNorm statistics of the global batch
   model->to(device);
+  optim::SGD optimizer(model->parameters(), optim::SGDOptions(flags.lr).momentum(flags.momentum));
+  // Mixed precision converts the model before DDP buckets its gradients.
+  std::optional<amp::Amp> mixed;
+  if (!flags.amp.empty() || !flags.opt_level.empty()) {
+    std::optional<DType> low;
+    if (flags.amp == "bf16") low = kBFloat16;
+    if (flags.amp == "fp16") low = kFloat16;
+    mixed.emplace(amp::initialize(*model, optimizer, flags.opt_level.empty() ? "O1" : flags.opt_level,
+                                  device.type, low));
+  }
   distributed::DDPOptions ddp_options;
   if (device.is_cuda()) ddp_options.device_ids = {device};
   distributed::DistributedDataParallel ddp(model, nullptr, ddp_options);
+  using Hook = distributed::DistributedDataParallelImpl::CommHook;
+  if (flags.comm_hook == "fp16") ddp->register_comm_hook(Hook::kFp16Compress);
+  if (flags.comm_hook == "bf16") ddp->register_comm_hook(Hook::kBf16Compress);
   nn::CrossEntropyLoss criterion;
-  optim::SGD optimizer(ddp->parameters(), optim::SGDOptions(flags.lr).momentum(flags.momentum));
 
   if (main_rank) {
     std::printf("loom MNIST DDP: %d ranks (%s, %s), %lld train / %lld test images from %s, device %s, "
@@ -244,7 +267,11 @@ int run(const Flags& flags) {
       ++global_step;
       Tensor images = batch.data.to(device, /*non_blocking=*/true);
       Tensor labels = batch.target.to(device, /*non_blocking=*/true);
-      Tensor loss = criterion(ddp->forward(images), labels);
+      Tensor loss;
+      {
+        auto region = mixed ? mixed->autocast() : nullptr;
+        loss = criterion(ddp->forward(mixed ? mixed->input(images) : images), labels);
+      }
       if (fault.hits(rank, global_step)) {
         if (fault.kind == Fault::Kind::kSkipAllReduce) {
           std::fprintf(stderr, "--fault: rank %d skips the backward (gradient all-reduce) of step %lld\n", rank,
@@ -256,15 +283,22 @@ int run(const Flags& flags) {
                      static_cast<long long>(global_step));
         for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
       }
-      optimizer.zero_grad();
-      loss.backward();  // gradients are averaged over the ranks here
-      optimizer.step();
+      if (mixed) {
+        mixed->zero_grad();
+        mixed->backward(loss);  // averaged over the ranks here, scaled
+        mixed->step();
+      } else {
+        optimizer.zero_grad();
+        loss.backward();  // gradients are averaged over the ranks here
+        optimizer.step();
+      }
       ++step;
       if (global_step == 1 && !flags.pid_file_dir.empty()) write_pid_file(flags.pid_file_dir, rank);
       if (bar) bar->update(step, loss.item<double>(), images.size(0) * world);
     }
     const double seconds = bar ? bar->finish() : 0.0;
-    const double accuracy = evaluate(*ddp->module(), test_loader, *test_sampler, device);
+    const double accuracy =
+        evaluate(*ddp->module(), test_loader, *test_sampler, device, mixed ? &*mixed : nullptr);
     if (main_rank) {
       std::printf("epoch %lld/%lld done in %s: test accuracy %.2f%% (%lld images, %d ranks)\n",
                   static_cast<long long>(epoch), static_cast<long long>(flags.epochs),
@@ -322,6 +356,13 @@ int main(int argc, char** argv) {
   app.add_option("--timeout-s", flags.timeout_s, "Rendezvous and collective timeout in seconds")
       ->capture_default_str();
   app.add_option("--pid-file-dir", flags.pid_file_dir, "Each rank writes DIR/rank<R>.pid after its first step");
+  app.add_option("--amp", flags.amp, "Mixed precision: bf16 or fp16 (the CPU takes bf16)")
+      ->check(CLI::IsMember({"bf16", "fp16"}));
+  app.add_option("--opt-level", flags.opt_level, "Apex-style opt level: O0, O1 (default with --amp), O2, O3")
+      ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
+  app.add_option("--comm-hook", flags.comm_hook, "All-reduce gradients as they are (none) or in fp16/bf16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
   app.add_option("--fault", flags.fault, "Test only: skip-allreduce:STEP or stall:STEP")->group("");
   app.add_option("--fault-rank", flags.fault_rank, "Test only: the rank --fault applies to")->group("");
   CLI11_PARSE(app, argc, argv);

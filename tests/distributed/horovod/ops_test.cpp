@@ -345,5 +345,25 @@ TEST(HvdOps, ACompressorDecidesWhatTravels) {
   });
 }
 
+TEST(HvdOps, Fp16AndBf16CompressionRoundOnTheWire) {
+  run_hvd_ranks(2, [](int rank) {
+    // 1 + 2^-12 is not a float16 (it rounds to 1): the float32 sum of the
+    // two ranks' values would be 3.000244, the float16 wire gives 3.
+    const double v = rank == 0 ? 1.0 + 1.0 / 4096 : 2.0;
+    Tensor fp16 = hvd::allreduce(full({5}, v), "fp16", hvd::Sum, hvd::Compression::fp16);
+    LOOM_CHECK(fp16.dtype() == kFloat32, "decompressed to ", fp16.describe());
+    check_all(fp16, 3.0, "fp16 sum");
+    Tensor bf16 = hvd::allreduce(full({5}, 1000.0 + rank), "bf16", hvd::Average,
+                                 hvd::Compression::bf16);
+    check_all(bf16, 1000.0, "bf16 average (1000.5 is not a bfloat16)");
+    // Integers travel unchanged.
+    Tensor ints = hvd::allreduce(full({2}, 1 + rank, TensorOptions(kInt64)), "ints", hvd::Sum,
+                                 hvd::Compression::fp16);
+    LOOM_CHECK(ints.dtype() == kInt64, "integers changed dtype: ", ints.describe());
+    check_all(ints, 3, "integer sum");
+    LOOM_CHECK(hvd::Compression::fp16->name() == "fp16", "name");
+  });
+}
+
 }  // namespace
 }  // namespace loom

@@ -495,6 +495,52 @@ TEST(DistributedDataParallel, TimelineShowsBucketsLaunchedBeforeBackwardEnds) {
   });
 }
 
+TEST(DistributedDataParallel, Fp16AndBf16CompressHooksAverageIn16Bits) {
+  // Each rank's gradients, averaged over 2 ranks through a 16-bit wire: the
+  // same as averaging the ranks' gradients after rounding each (divided by
+  // 2) to the wire dtype, and within the wire's precision of the float32
+  // average.
+  const int world = 2;
+  Generator gen(5);
+  const Tensor x = randn({8, 6}, {}, &gen), y = randn({8, 3}, {}, &gen);
+  for (auto [hook, wire] :
+       {std::pair{DistributedDataParallelImpl::CommHook::kFp16Compress, kFloat16},
+        std::pair{DistributedDataParallelImpl::CommHook::kBf16Compress, kBFloat16}}) {
+    manual_seed(22);
+    ModulePtr first = make_mlp();
+    std::vector<ModulePtr> models{first, make_mlp()};
+    models[1]->load_state_dict(first->state_dict());
+    // Each rank's own float32 gradients, computed without DDP.
+    std::vector<std::vector<double>> own(world);
+    for (int r = 0; r < world; ++r) {
+      ModulePtr copy = make_mlp();
+      copy->load_state_dict(first->state_dict());
+      mse_loss(copy->forward(x.narrow(0, r * 4, 4)), y.narrow(0, r * 4, 4)).backward();
+      std::vector<double> g;
+      for (const Tensor& p : copy->parameters()) {
+        const auto v = (p.grad() / 2.0).to(wire).to_vector<double>();
+        g.insert(g.end(), v.begin(), v.end());
+      }
+      own[r] = g;
+    }
+    std::vector<std::vector<double>> got(world);
+    run_ranks(world, [&](ProcessGroupPtr pg, int r) {
+      DistributedDataParallel ddp(models[r], pg);
+      ddp->register_comm_hook(hook);
+      mse_loss(ddp->forward(x.narrow(0, r * 4, 4)), y.narrow(0, r * 4, 4)).backward();
+      got[r] = flat_grads(*models[r]);
+    });
+    ASSERT_EQ(got[0].size(), own[0].size());
+    EXPECT_EQ(got[0], got[1]) << dtype_name(wire) << ": ranks disagree";
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      // The wire's sum of the two halves, rounded once more.
+      const double want = static_cast<double>(
+          static_cast<float>(full({}, own[0][i] + own[1][i], TensorOptions(wire)).item<double>()));
+      ASSERT_EQ(got[0][i], want) << dtype_name(wire) << " element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace distributed
 }  // namespace loom
