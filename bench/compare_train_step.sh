@@ -3,6 +3,7 @@
 # on this machine, one after the other, and prints both and the ratio.
 #   bench/compare_train_step.sh --model convnet --batch 128 --size 28 --threads 2
 #   bench/compare_train_step.sh --model resnet18 --batch 32 --size 64 --threads 2
+#   bench/compare_train_step.sh --model convnet --batch 128 --size 28 --threads 2 --amp bf16
 # Extra flags go to both sides (see bench/train_step.cpp).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

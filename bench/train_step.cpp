@@ -3,6 +3,8 @@
 // the CPU or a GPU.  Prints one line:
 //   loom <model> device=<d> batch=<B> size=<S> threads=<T> tf32=<0|1>
 //        ms_per_step=<median> mean=<mean> images_per_s=<B / median> peak_mib=<P>
+// With --amp bf16|fp16 the forward and the loss run under amp::AutocastGuard
+// (the CPU takes bf16) and the line ends with amp=<dtype>.
 // peak_mib is the caching allocator's peak of allocated bytes during the
 // timed steps (CUDA only; 0 on the CPU).  The step ends with loss.item(), a
 // host sync, so on a GPU every step's kernels are inside its time.
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "loom.h"
 
@@ -23,6 +26,7 @@ int main(int argc, char** argv) {
   int64_t batch = 128, size = 28, iters = 30, warmup = 5, classes = 10;
   int threads = 2;
   bool tf32 = true;
+  std::string amp = "none";
   app.add_option("--model", model_name, "convnet | resnet18 | resnet50")->capture_default_str();
   app.add_option("--device", device_name, "cpu or cuda[:N]")->capture_default_str();
   app.add_option("--batch", batch)->capture_default_str();
@@ -32,6 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup)->capture_default_str();
   app.add_option("--threads", threads, "Intra-op CPU threads")->capture_default_str();
   app.add_option("--tf32", tf32, "TF32 in cuBLAS and cuDNN (CUDA only)")->capture_default_str();
+  app.add_option("--amp", amp, "Autocast the forward and loss: none, bf16 or fp16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}));
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
@@ -63,7 +70,12 @@ int main(int argc, char** argv) {
       if (i == warmup && device.is_cuda()) cuda::reset_peak_memory_stats(device.index);
       const auto t0 = std::chrono::steady_clock::now();
       opt.zero_grad();
-      Tensor loss = cross_entropy(model->forward(x), y);
+      Tensor loss;
+      {
+        std::optional<amp::AutocastGuard> autocast;
+        if (amp != "none") autocast.emplace(device.type, amp == "bf16" ? kBFloat16 : kFloat16);
+        loss = cross_entropy(model->forward(x), y);
+      }
       loss.backward();
       opt.step();
       (void)loss.item<float>();
@@ -80,10 +92,10 @@ int main(int argc, char** argv) {
         device.is_cuda() ? cuda::max_memory_allocated(device.index) / (1024.0 * 1024.0) : 0.0;
     std::printf(
         "loom %s device=%s batch=%lld size=%lld threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
-        "images_per_s=%.1f peak_mib=%.1f\n",
+        "images_per_s=%.1f peak_mib=%.1f%s\n",
         model_name.c_str(), device_name.c_str(), static_cast<long long>(batch),
         static_cast<long long>(size), threads, tf32 ? 1 : 0, median, mean, batch * 1000.0 / median,
-        peak_mib);
+        peak_mib, amp == "none" ? "" : (" amp=" + amp).c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -2,7 +2,9 @@
 optimizer and method, on the CPU or a GPU; prints the same line with "torch"
 in front.  On CUDA, TF32 follows --tf32 for both cuBLAS and cuDNN, cudnn
 benchmark is on (as in loom's run), and peak_mib is
-torch.cuda.max_memory_allocated over the timed steps."""
+torch.cuda.max_memory_allocated over the timed steps.  --amp bf16|fp16 runs
+the forward and the loss under torch.autocast (the line ends with amp=...)."""
+import contextlib
 import argparse
 import os
 import statistics
@@ -26,6 +28,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tf32", default="true", choices=["true", "false", "1", "0"])
+    ap.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"])
     a = ap.parse_args()
     tf32 = a.tf32 in ("true", "1")
     torch.set_num_threads(a.threads)
@@ -47,7 +50,10 @@ def main():
             torch.cuda.reset_peak_memory_stats(device)
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        region = contextlib.nullcontext() if a.amp == "none" else torch.autocast(
+            device.type, dtype=torch.bfloat16 if a.amp == "bf16" else torch.float16)
+        with region:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         loss.item()
@@ -57,9 +63,10 @@ def main():
     median = statistics.median(ms)
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else 0.0
     print("torch %s device=%s batch=%d size=%d threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
-          "images_per_s=%.1f peak_mib=%.1f" % (
+          "images_per_s=%.1f peak_mib=%.1f%s" % (
               a.model, a.device, a.batch, a.size, a.threads, int(tf32), median,
-              statistics.mean(ms), a.batch * 1000.0 / median, peak))
+              statistics.mean(ms), a.batch * 1000.0 / median, peak,
+              "" if a.amp == "none" else " amp=" + a.amp))
 
 
 if __name__ == "__main__":
