@@ -15,6 +15,7 @@
 #include "pipeline/pipeline.h"
 #include "tensor/CudaFlags.h"
 #include "tensor/CudaGraph.h"
+#include "tensor/CpuMemory.h"
 #include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/Device.h"

@@ -6,11 +6,15 @@
 // With --amp bf16|fp16 the forward and the loss run under amp::AutocastGuard
 // (the CPU takes bf16) and the line ends with amp=<dtype>.
 // peak_mib is the caching allocator's peak of allocated bytes during the
-// timed steps (CUDA only; 0 on the CPU).  The step ends with loss.item(), a
+// timed steps (the CUDA one on a GPU, the CPU one (tensor/CpuMemory.h) on the
+// CPU).  faults_per_step is the process's page faults (getrusage, minor +
+// major) per timed step, rss_mib its peak resident set at the end.  The step ends with loss.item(), a
 // host sync, so on a GPU every step's kernels are inside its time.
 // bench/compare_train_step.sh runs it beside the PyTorch twin (train_step.py);
 // bench/gpu/run.sh runs both on a GPU machine.
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -66,8 +70,18 @@ int main(int argc, char** argv) {
     Tensor y = randint(0, classes, {batch}).to(device);
     optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
     std::vector<double> ms;
+    const auto faults = [] {
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      return static_cast<int64_t>(u.ru_minflt + u.ru_majflt);
+    };
+    int64_t faults_at_warmup = 0;
     for (int64_t i = 0; i < warmup + iters; ++i) {
-      if (i == warmup && device.is_cuda()) cuda::reset_peak_memory_stats(device.index);
+      if (i == warmup) {
+        if (device.is_cuda()) cuda::reset_peak_memory_stats(device.index);
+        cpu::reset_peak_memory_stats();
+        faults_at_warmup = faults();
+      }
       const auto t0 = std::chrono::steady_clock::now();
       opt.zero_grad();
       Tensor loss;
@@ -88,14 +102,20 @@ int main(int argc, char** argv) {
     for (double v : ms) mean += v;
     mean /= static_cast<double>(ms.size());
     const double median = sorted[sorted.size() / 2];
-    const double peak_mib =
-        device.is_cuda() ? cuda::max_memory_allocated(device.index) / (1024.0 * 1024.0) : 0.0;
+    const double faults_per_step =
+        static_cast<double>(faults() - faults_at_warmup) / static_cast<double>(iters);
+    const double peak_mib = (device.is_cuda() ? cuda::max_memory_allocated(device.index)
+                                              : cpu::max_memory_allocated()) /
+                            (1024.0 * 1024.0);
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    const double rss_mib = static_cast<double>(u.ru_maxrss) / 1024.0;
     std::printf(
         "loom %s device=%s batch=%lld size=%lld threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
-        "images_per_s=%.1f peak_mib=%.1f%s\n",
+        "images_per_s=%.1f peak_mib=%.1f faults_per_step=%.0f rss_mib=%.0f%s\n",
         model_name.c_str(), device_name.c_str(), static_cast<long long>(batch),
         static_cast<long long>(size), threads, tf32 ? 1 : 0, median, mean, batch * 1000.0 / median,
-        peak_mib, amp == "none" ? "" : (" amp=" + amp).c_str());
+        peak_mib, faults_per_step, rss_mib, amp == "none" ? "" : (" amp=" + amp).c_str());
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -4,9 +4,10 @@ in front.  On CUDA, TF32 follows --tf32 for both cuBLAS and cuDNN, cudnn
 benchmark is on (as in loom's run), and peak_mib is
 torch.cuda.max_memory_allocated over the timed steps.  --amp bf16|fp16 runs
 the forward and the loss under torch.autocast (the line ends with amp=...)."""
-import contextlib
 import argparse
+import contextlib
 import os
+import resource
 import statistics
 import sys
 import time
@@ -45,9 +46,17 @@ def main():
     y = torch.randint(0, a.classes, (a.batch,)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     ms = []
+
+    def faults():
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_minflt + u.ru_majflt
+
+    faults_at_warmup = 0
     for i in range(a.warmup + a.iters):
-        if i == a.warmup and cuda:
-            torch.cuda.reset_peak_memory_stats(device)
+        if i == a.warmup:
+            faults_at_warmup = faults()
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
         t0 = time.perf_counter()
         opt.zero_grad()
         region = contextlib.nullcontext() if a.amp == "none" else torch.autocast(
@@ -61,11 +70,14 @@ def main():
         if i >= a.warmup:
             ms.append((t1 - t0) * 1000)
     median = statistics.median(ms)
+    faults_per_step = (faults() - faults_at_warmup) / a.iters
+    # PyTorch keeps no statistics of CPU memory: peak_mib is 0 there.
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else 0.0
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("torch %s device=%s batch=%d size=%d threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
-          "images_per_s=%.1f peak_mib=%.1f%s" % (
+          "images_per_s=%.1f peak_mib=%.1f faults_per_step=%.0f rss_mib=%.0f%s" % (
               a.model, a.device, a.batch, a.size, a.threads, int(tf32), median,
-              statistics.mean(ms), a.batch * 1000.0 / median, peak,
+              statistics.mean(ms), a.batch * 1000.0 / median, peak, faults_per_step, rss_mib,
               "" if a.amp == "none" else " amp=" + a.amp))
 
 

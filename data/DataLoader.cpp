@@ -1,5 +1,9 @@
 #include "data/DataLoader.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -36,6 +40,7 @@ class DataLoader::Epoch {
         int64_t num_workers, int64_t prefetch, bool pin)
       : dataset_(std::move(dataset)), batches_(std::move(batches)), pin_(pin) {
     window_ = std::max<int64_t>(1, num_workers * prefetch);
+    claimed_.assign(batches_.size(), 0);
     for (int64_t w = 0; w < num_workers; ++w) workers_.emplace_back([this, w, num_workers] { work(w, num_workers); });
   }
 
@@ -43,15 +48,22 @@ class DataLoader::Epoch {
 
   int64_t size() const { return static_cast<int64_t>(batches_.size()); }
 
-  // Batch `index`, made here (no workers) or waited for.
+  // Batch `index`: made here when no worker has started it (always without
+  // workers), else waited for.
   Example take(int64_t index) {
-    if (workers_.empty()) {
-      autograd::NoGradGuard no_grad;
-      return make(index);
-    }
+    if (workers_.empty()) return make_here(index);
     std::unique_lock<std::mutex> lock(mutex_);
     consumed_ = index;
     cv_.notify_all();
+    if (!claimed_[index]) {
+      claimed_[index] = 1;
+      lock.unlock();
+      Example e = make_here(index);
+      lock.lock();
+      consumed_ = index + 1;
+      cv_.notify_all();
+      return e;
+    }
     cv_.wait(lock, [&] { return ready_.count(index) > 0; });
     Result r = std::move(ready_[index]);
     ready_.erase(index);
@@ -78,15 +90,27 @@ class DataLoader::Epoch {
     std::exception_ptr error;
   };
 
+  Example make_here(int64_t index) {
+    autograd::NoGradGuard no_grad;
+    return make(index);
+  }
+
   void work(int64_t worker, int64_t num_workers) {
     set_current_thread_name("loom-data-" + std::to_string(worker));
     set_thread_num_threads(1);
+    // The lowest CPU priority: on a machine whose cores all run the training
+    // step's threads, a worker preempting one of them would stall every
+    // parallel region; so workers take only cycles the step leaves idle, and
+    // take() makes a batch itself when no worker has started it.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     autograd::NoGradGuard no_grad;
     for (int64_t b = worker; b < size(); b += num_workers) {
       {
         std::unique_lock<std::mutex> lock(mutex_);
         cv_.wait(lock, [&] { return stopping_ || b < consumed_ + window_; });
         if (stopping_) return;
+        if (claimed_[b]) continue;  // the consumer made it
+        claimed_[b] = 1;
       }
       Result r;
       try {
@@ -119,6 +143,7 @@ class DataLoader::Epoch {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<int64_t, Result> ready_;
+  std::vector<char> claimed_;  // batch started by a worker or the consumer
   int64_t consumed_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> workers_;

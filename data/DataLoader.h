@@ -6,8 +6,12 @@
 //
 // Batches always arrive in sampler order.  A worker's exception is rethrown
 // by the loop when it reaches that batch.  Leaving the loop early stops the
-// workers.  Workers compute single-threaded so they do not compete with the
-// training step for cores.
+// workers.  Workers compute single-threaded at the lowest CPU priority (nice
+// 19), so they use only cycles the training step leaves idle and never
+// preempt its threads; when the loop reaches a batch no worker has started,
+// it makes that batch itself instead of waiting.  So workers cost nothing on
+// a machine whose cores the step fills, and prefetch on one with cores to
+// spare.
 #pragma once
 
 #include <memory>

@@ -6,6 +6,7 @@
 
 #include "tensor/ShapeUtil.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/CounterRandom.h"
 
 namespace loom {
 namespace {
@@ -37,6 +38,26 @@ Tensor generate(IntList sizes, const TensorOptions& options, const char* what, F
 }
 
 Generator& pick(Generator* gen) { return gen ? *gen : default_generator(); }
+
+// A large rand/randn: a counter-based fill (native/CounterRandom.h) on the
+// intra-op threads, keyed by one draw of `g`.
+template <typename Fill>
+Tensor generate_counter(IntList sizes, const TensorOptions& options, Generator& g,
+                        const Fill& fill) {
+  uint64_t key;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    key = g.next_u64();
+  }
+  Tensor host = empty(sizes, TensorOptions(options.dtype_));
+  dispatch_all_dtypes(options.dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fill(static_cast<T*>(host.data_ptr()), host.numel(), key);
+  });
+  Tensor out = native::to(host, options.device_, options.dtype_);
+  finish(out, options);
+  return out;
+}
 
 }  // namespace
 
@@ -91,6 +112,12 @@ Tensor rand(IntList sizes, TensorOptions options, Generator* gen) {
   LOOM_CHECK(is_floating_point(options.dtype_), "rand: expected a floating dtype, got ",
              dtype_name(options.dtype_));
   Generator& g = pick(gen);
+  check_sizes(sizes, "rand");
+  if (numel_of(sizes) >= native::kCounterRandomMinNumel) {
+    return generate_counter(std::move(sizes), options, g, [](auto* p, int64_t n, uint64_t key) {
+      native::counter_fill_uniform(p, n, key, [](double u) { return u; });
+    });
+  }
   std::lock_guard<std::mutex> lock(g.mutex());
   return generate(std::move(sizes), options, "rand", [&](int64_t) { return g.uniform(); });
 }
@@ -99,6 +126,12 @@ Tensor randn(IntList sizes, TensorOptions options, Generator* gen) {
   LOOM_CHECK(is_floating_point(options.dtype_), "randn: expected a floating dtype, got ",
              dtype_name(options.dtype_));
   Generator& g = pick(gen);
+  check_sizes(sizes, "randn");
+  if (numel_of(sizes) >= native::kCounterRandomMinNumel) {
+    return generate_counter(std::move(sizes), options, g, [](auto* p, int64_t n, uint64_t key) {
+      native::counter_fill_normal(p, n, key, 0.0, 1.0);
+    });
+  }
   std::lock_guard<std::mutex> lock(g.mutex());
   return generate(std::move(sizes), options, "randn", [&](int64_t) { return g.normal(); });
 }

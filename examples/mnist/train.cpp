@@ -223,6 +223,7 @@ int run(const Flags& flags) {
               data_dir.c_str(), where.c_str(), get_num_threads(), extra.c_str());
   GraphedStep graphed;
   const auto start = std::chrono::steady_clock::now();
+  double loop_seconds = 0;  // the epochs' training loops, without evaluation
   for (int64_t epoch = 1; epoch <= flags.epochs; ++epoch) {
     examples::ProgressBar bar(epoch, flags.epochs, train_loader.size());
     int64_t step = 0;
@@ -239,12 +240,14 @@ int run(const Flags& flags) {
       bar.update(++step, loss, batch.data.size(0));
     }
     const double seconds = bar.finish();
+    loop_seconds += seconds;
     std::printf("epoch %lld/%lld done in %s: test accuracy %.2f%%\n", static_cast<long long>(epoch),
                 static_cast<long long>(flags.epochs), examples::format_duration(seconds).c_str(),
                 evaluate(net, test_loader, device, mixed ? &*mixed : nullptr));
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("Training complete in: %s\n", examples::format_duration(total).c_str());
+  std::printf("Training complete in: %s (training loops %.2f s)\n",
+              examples::format_duration(total).c_str(), loop_seconds);
   if (!flags.save.empty()) {
     const std::string path = examples::user_path(flags.save);
     nn::save(*model, path, {{"model", "ConvNet"}, {"framework", "loom"}});

@@ -6,6 +6,7 @@
 
 #include "tensor/Factory.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/CounterRandom.h"
 
 namespace loom {
 namespace native {
@@ -19,17 +20,28 @@ void check_fill(const char* op, const Tensor& t) {
 }
 
 // Writes draw() into every element of t in row-major order, drawing under
-// gen's lock (one sequence per seed, whatever the thread count).  A CUDA
+// gen's lock (one sequence per seed, whatever the thread count); from
+// kCounterRandomMinNumel elements on, counter_fill(p, n, key) fills it on the
+// intra-op threads instead, keyed by one draw (native/CounterRandom.h).  A CUDA
 // tensor is filled from host memory (the same values as on the CPU for a
 // seed; initialisation, not the training path).
-template <typename Draw>
-void fill_random(const Tensor& t, Generator& gen, Draw&& draw) {
+template <typename Draw, typename CounterFill>
+void fill_random(const Tensor& t, Generator& gen, Draw&& draw, const CounterFill& counter_fill) {
   Tensor dst =
       t.is_cpu() && t.is_contiguous() ? t : empty(t.sizes(), TensorOptions(t.dtype()));
-  dispatch_floating(t.dtype(), "fill_random", [&](auto tag) {
+  dispatch_all_dtypes(t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = static_cast<T*>(dst.data_ptr());
     const int64_t n = dst.numel();
+    if (n >= kCounterRandomMinNumel) {
+      uint64_t key;
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        key = gen.next_u64();
+      }
+      counter_fill(p, n, key);
+      return;
+    }
     std::lock_guard<std::mutex> lock(gen.mutex());
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(draw());
   });
@@ -58,14 +70,18 @@ void uniform_(const Tensor& t, double low, double high, Generator& gen) {
              "uniform_: expected finite bounds with low <= high, got low=", low,
              " high=", high);
   const double range = high - low;
-  fill_random(t, gen, [&] { return low + range * gen.uniform(); });
+  fill_random(t, gen, [&] { return low + range * gen.uniform(); },
+              [&](auto* p, int64_t n, uint64_t key) {
+                counter_fill_uniform(p, n, key, [&](double u) { return low + range * u; });
+              });
 }
 
 void normal_(const Tensor& t, double mean, double std, Generator& gen) {
   check_fill("normal_", t);
   LOOM_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0,
              "normal_: expected a finite mean and std >= 0, got mean=", mean, " std=", std);
-  fill_random(t, gen, [&] { return mean + std * gen.normal(); });
+  fill_random(t, gen, [&] { return mean + std * gen.normal(); },
+              [&](auto* p, int64_t n, uint64_t key) { counter_fill_normal(p, n, key, mean, std); });
 }
 
 }  // namespace native
