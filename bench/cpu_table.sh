@@ -68,7 +68,7 @@ for ((r = 1; r <= rounds; ++r)); do
   row "MNIST trainer (defaults) vs bare loop, $epochs epochs (s)" "$l" "$t" "$(ratio "$l" "$t")" ""
 
   ddp_rounds=$( ((quick)) && echo 2 || echo 10)
-  ddp=$(bench/ddp_overhead.sh --with-torch --rounds "$ddp_rounds")
+  ddp=$(bench/ddp_overhead.sh --with-torch --rounds "$ddp_rounds" 2> >(grep -v 'OMP_NUM_THREADS is not set' >&2))
   lo=$(grep '^loom ddp_overhead' <<<"$ddp" | field overhead_pct)
   to=$(grep '^torch ddp_overhead' <<<"$ddp" | field overhead_pct)
   ld=$(grep '^loom ddp_overhead' <<<"$ddp" | field ddp_ms)
@@ -78,9 +78,9 @@ for ((r = 1; r <= rounds; ++r)); do
   ar_rounds=$( ((quick)) && echo 2 || echo 10)
   for bytes in 65536 1048576 16777216; do
     ar_args=(--min-bytes "$bytes" --max-bytes "$bytes" --rounds "$ar_rounds")
-    l=$("$bin/distributed/launch/loomrun" --nproc_per_node 2 --master_port "$port" \
+    l=$(OMP_NUM_THREADS=1 "$bin/distributed/launch/loomrun" --nproc_per_node 2 --master_port "$port" \
       "$bin/bench/allreduce_bench" "${ar_args[@]}" | sed -n 's/^\[rank0\]: //p' | field us)
-    t=$("$bin/distributed/launch/loomrun" --nproc_per_node 2 --master_port "$((port + 1))" \
+    t=$(OMP_NUM_THREADS=1 "$bin/distributed/launch/loomrun" --nproc_per_node 2 --master_port "$((port + 1))" \
       $py bench/allreduce_bench.py "${ar_args[@]}" | sed -n 's/^\[rank0\]: //p' | field us)
     port=$((port + 2))
     row "Gloo all-reduce $((bytes / 1024)) KiB, 2 ranks (µs)" "$l" "$t" "$(ratio "$l" "$t")" ""

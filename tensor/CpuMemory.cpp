@@ -26,6 +26,10 @@ namespace cpu {
 namespace {
 
 constexpr size_t kHugePage = 2 << 20;
+// Readable bytes after every segment, never handed out: vector kernels may
+// load a few values past a tensor's end (and discard them), which glibc's
+// heap tolerates; a block ending a segment must tolerate it too.
+constexpr size_t kSlack = 4096;
 
 // Segments straight from the kernel, 2 MiB aligned so transparent huge pages
 // can back them (one fault per 2 MiB instead of per 4 KiB).  CPU work has no
@@ -33,23 +37,24 @@ constexpr size_t kHugePage = 2 << 20;
 class MmapBackend final : public CachingAllocatorBackend {
  public:
   void* allocate_segment(size_t bytes) override {
-    const size_t padded = bytes + kHugePage;
+    const size_t mapped = bytes + kSlack;
+    const size_t padded = mapped + kHugePage;
     void* raw = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) return nullptr;
-    // Trim the unaligned head and the tail beyond `bytes`.
+    // Trim the unaligned head and what lies beyond the slack.
     const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
     const uintptr_t aligned = (start + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
     if (aligned > start) munmap(raw, aligned - start);
-    const size_t tail = padded - (aligned - start) - bytes;
-    if (tail > 0) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+    const size_t tail = padded - (aligned - start) - mapped;
+    if (tail > 0) munmap(reinterpret_cast<void*>(aligned + mapped), tail);
     void* p = reinterpret_cast<void*>(aligned);
     if (bytes >= kHugePage) madvise(p, bytes, MADV_HUGEPAGE);
-    LOOM_POISON(p, bytes);
+    LOOM_POISON(p, mapped);
     return p;
   }
   void free_segment(void* ptr, size_t bytes) override {
-    LOOM_UNPOISON(ptr, bytes);
-    munmap(ptr, bytes);
+    LOOM_UNPOISON(ptr, bytes + kSlack);
+    munmap(ptr, bytes + kSlack);
   }
   void* create_event() override { return this; }
   void destroy_event(void*) override {}

@@ -31,6 +31,10 @@ void add_flags(CLI::App& app, Options& o) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", o.device, "cpu, or cuda (the LOCAL_RANK's GPU) / cuda:N")->capture_default_str();
+  app.add_option("--amp", o.amp, "Mixed precision dtype: bf16 (CPU or CUDA) or fp16 (CUDA)")
+      ->check(CLI::IsMember({"bf16", "fp16"}));
+  app.add_option("--opt-level", o.opt_level, "Apex opt level O0..O3 (default O1 with --amp)")
+      ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}));
 }
 
 void check(const Options& o) {
@@ -61,9 +65,19 @@ std::shared_ptr<data::Dataset> make_dataset(const Options& o) {
 
 nn::models::ResNet make_model(const Options& o) { return nn::models::resnet18(o.num_classes); }
 
+std::optional<amp::Amp> make_amp(const Options& o, nn::Module& model, optim::Optimizer& optimizer,
+                                  Device device) {
+  if (o.amp.empty() && o.opt_level.empty()) return std::nullopt;
+  std::optional<DType> dtype;
+  if (o.amp == "bf16") dtype = kBFloat16;
+  else if (o.amp == "fp16") dtype = kFloat16;
+  else LOOM_CHECK(o.amp.empty(), "--amp: expected bf16 or fp16, got ", o.amp);
+  return amp::initialize(model, optimizer, o.opt_level.empty() ? "O1" : o.opt_level, device.type, dtype);
+}
+
 EpochResult train_epoch(const std::function<Tensor(const Tensor&)>& forward, optim::Optimizer& optimizer,
                         data::DataLoader& loader, const Options& o, int64_t epoch, Device device,
-                        int world_size, bool verbose) {
+                        int world_size, bool verbose, amp::Amp* mixed) {
   using Clock = std::chrono::steady_clock;
   const int64_t steps = o.steps > 0 ? std::min(o.steps, loader.size()) : loader.size();
   std::unique_ptr<ProgressBar> bar;
@@ -75,10 +89,21 @@ EpochResult train_epoch(const std::function<Tensor(const Tensor&)>& forward, opt
     if (r.steps == steps) break;
     Tensor images = batch.data.to(device, /*non_blocking=*/true);  // (B, 3, S, S)
     Tensor labels = batch.target.to(device, /*non_blocking=*/true);  // (B)
-    Tensor loss = cross_entropy(forward(images), labels);
-    optimizer.zero_grad();
-    loss.backward();
-    optimizer.step();
+    Tensor loss;
+    if (mixed != nullptr) {
+      mixed->zero_grad();
+      {
+        auto region = mixed->autocast();
+        loss = cross_entropy(forward(mixed->input(images)), labels);
+      }
+      mixed->backward(loss);
+      mixed->step();
+    } else {
+      loss = cross_entropy(forward(images), labels);
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+    }
     r.last_loss = loss.item<double>();  // also waits for the step on a GPU
     ++r.steps;
     r.images += images.size(0);

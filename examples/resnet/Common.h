@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "loom.h"
@@ -34,10 +35,13 @@ struct Options {
   int threads = 0;             // intra-op threads; 0: OMP_NUM_THREADS or all cores
   int64_t num_workers = 1;     // DataLoader worker threads
   std::string device = "cpu";
+  std::string amp;             // --amp: bf16 or fp16 (empty: float32)
+  std::string opt_level;       // --opt-level: O0..O3 (default O1 with --amp)
 };
 
 // Registers --epochs --batch-size --steps --image-size --dataset-size
-// --num-classes --lr --momentum --seed --threads --num-workers --device.
+// --num-classes --lr --momentum --seed --threads --num-workers --device
+// --amp --opt-level.
 void add_flags(CLI::App& app, Options& options);
 
 // Checks what CLI11 cannot (image_size >= 32 for ResNet's five
@@ -55,6 +59,12 @@ std::shared_ptr<data::Dataset> make_dataset(const Options& options);
 // ResNet-18 with options.num_classes outputs (torchvision's layout).
 nn::models::ResNet make_model(const Options& options);
 
+// Mixed precision for --amp/--opt-level (amp::initialize over the model and
+// its optimizer, before any DDP wrapper), or nothing when neither is given.
+// Throws loom::Error for an unknown --amp value or opt level.
+std::optional<amp::Amp> make_amp(const Options& options, nn::Module& model, optim::Optimizer& optimizer,
+                                  Device device);
+
 struct EpochResult {
   int64_t steps = 0;
   int64_t images = 0;          // images of this process
@@ -65,11 +75,13 @@ struct EpochResult {
 };
 
 // One epoch: for each batch (at most options.steps), loss = cross_entropy(
-// forward(images), labels), zero_grad, backward, step.  With `verbose`, a
-// progress bar counts images * `world_size` (the images of all ranks).
+// forward(images), labels), zero_grad, backward, step; with `mixed`, the
+// forward and loss under its autocast and the backward and step through it
+// (loss scaling, master weights).  With `verbose`, a progress bar counts
+// images * `world_size` (the images of all ranks).
 EpochResult train_epoch(const std::function<Tensor(const Tensor&)>& forward, optim::Optimizer& optimizer,
                         data::DataLoader& loader, const Options& options, int64_t epoch, Device device,
-                        int world_size, bool verbose);
+                        int world_size, bool verbose, amp::Amp* mixed = nullptr);
 
 // One line on stdout, images/s of all ranks over steps 2..N (when N >= 2):
 //   epoch 1/1: 8 steps in 3.2s, loss 2.2467, 412.5 images/s (2 ranks x 206.3) [steps 2-8]

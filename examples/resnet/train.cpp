@@ -28,15 +28,19 @@ int run(const resnet::Options& o) {
   auto model = resnet::make_model(o);
   model->to(device);
   optim::SGD optimizer(model->parameters(), optim::SGDOptions(o.lr).momentum(o.momentum));
+  std::optional<amp::Amp> mixed = resnet::make_amp(o, *model, optimizer, device);
 
-  std::printf("loom ResNet-18: %lld synthetic 3x%lldx%lld images, %lld classes, batch %lld, device %s, %d threads\n",
+  const std::string precision =
+      mixed ? ", mixed precision " + dtype_name(mixed->dtype()) + " " + mixed->opt_level() : "";
+  std::printf("loom ResNet-18: %lld synthetic 3x%lldx%lld images, %lld classes, batch %lld, device %s, %d threads%s\n",
               static_cast<long long>(o.dataset_size), static_cast<long long>(o.image_size),
               static_cast<long long>(o.image_size), static_cast<long long>(o.num_classes),
-              static_cast<long long>(o.batch_size), device.str().c_str(), get_num_threads());
+              static_cast<long long>(o.batch_size), device.str().c_str(), get_num_threads(), precision.c_str());
   const auto start = std::chrono::steady_clock::now();
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
     const auto r = resnet::train_epoch([&](const Tensor& x) { return model->forward(x); }, optimizer, loader, o,
-                                       epoch, device, /*world_size=*/1, /*verbose=*/true);
+                                       epoch, device, /*world_size=*/1, /*verbose=*/true,
+                                       mixed ? &*mixed : nullptr);
     resnet::print_epoch(r, o, epoch, 1);
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -53,26 +53,31 @@ int run(const resnet::Options& o, const DdpFlags& f) {
   auto model = resnet::make_model(o);
   if (f.sync_bn) model = nn::convert_sync_batchnorm(model);
   model->to(device);
+  // The optimizer (and amp, which may turn the model's parameters to 16 bits)
+  // before DDP, so its buckets see the parameters as they will train.
+  optim::SGD optimizer(model->parameters(), optim::SGDOptions(o.lr).momentum(o.momentum));
+  std::optional<amp::Amp> mixed = resnet::make_amp(o, *model, optimizer, device);
   distributed::DDPOptions ddp_options;
   ddp_options.bucket_cap_mb = f.bucket_cap_mb;
   distributed::DistributedDataParallel ddp(model, nullptr, ddp_options);
-  optim::SGD optimizer(ddp->parameters(), optim::SGDOptions(o.lr).momentum(o.momentum));
 
   if (rank == 0) {
     std::printf("loom ResNet-18 DDP: %d ranks (%s), %lld synthetic 3x%lldx%lld images, %lld classes, batch %lld per "
-                "rank (%lld per step), %s, device %s, %d threads per rank, %zu buckets\n",
+                "rank (%lld per step), %s, device %s, %d threads per rank, %zu buckets%s\n",
                 world, f.backend.c_str(), static_cast<long long>(o.dataset_size),
                 static_cast<long long>(o.image_size), static_cast<long long>(o.image_size),
                 static_cast<long long>(o.num_classes), static_cast<long long>(o.batch_size),
                 static_cast<long long>(o.batch_size * world), f.sync_bn ? "SyncBatchNorm" : "BatchNorm per rank",
-                device.str().c_str(), get_num_threads(), ddp->bucket_sizes().size());
+                device.str().c_str(), get_num_threads(), ddp->bucket_sizes().size(),
+                mixed ? (", mixed precision " + dtype_name(mixed->dtype()) + " " + mixed->opt_level()).c_str()
+                      : "");
     std::fflush(stdout);
   }
   const auto start = std::chrono::steady_clock::now();
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
     sampler->set_epoch(static_cast<uint64_t>(epoch));
     const auto r = resnet::train_epoch([&](const Tensor& x) { return ddp->forward(x); }, optimizer, loader, o, epoch,
-                                       device, world, /*verbose=*/rank == 0);
+                                       device, world, /*verbose=*/rank == 0, mixed ? &*mixed : nullptr);
     if (rank == 0) resnet::print_epoch(r, o, epoch, world);
   }
   distributed::barrier();  // every rank done before the clock stops

@@ -34,6 +34,35 @@ TEST(ResnetExamples, SingleProcessTrainsAndReportsImagesPerSecond) {
   EXPECT_THAT(l.out(), ::testing::HasSubstr("Training complete in: "));
 }
 
+// --amp bf16 at O1 and O2 (bfloat16 weights, float32 batch norm and
+// masters): the run says which, trains 3 steps and reports a finite loss.
+TEST(ResnetExamples, SingleProcessTrainsInMixedPrecision) {
+  for (const std::string level : {"O1", "O2"}) {
+    Launch l({"examples/resnet/train", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--amp",
+              "bf16", "--opt-level", level});
+    ASSERT_TRUE(l.wait(120)) << l.log();
+    ASSERT_EQ(l.exit_code(), 0) << l.log();
+    EXPECT_THAT(l.out(), ::testing::HasSubstr("mixed precision bfloat16 " + level)) << l.log();
+    double total = 0, per_rank = 0;
+    ASSERT_TRUE(throughput(l.out(), total, per_rank)) << l.log();
+  }
+  Launch bad({"examples/resnet/train", "--amp", "fp8"});
+  ASSERT_TRUE(bad.wait(60)) << bad.log();
+  EXPECT_NE(bad.exit_code(), 0);
+  EXPECT_THAT(bad.err(), ::testing::HasSubstr("--amp"));
+}
+
+TEST(ResnetExamples, DdpRanksTrainInMixedPrecision) {
+  Launch l({kLoomrun, "--nproc_per_node=2", "--master_port=" + std::to_string(testing::free_port()),
+            "examples/resnet/train_ddp", "--image-size", "32", "--batch-size", "4", "--steps", "3", "--timeout-s",
+            "60", "--amp", "bf16", "--opt-level", "O2"});
+  ASSERT_TRUE(l.wait(150)) << l.log();
+  ASSERT_EQ(l.exit_code(), 0) << l.log();
+  EXPECT_THAT(l.out(), ::testing::HasSubstr("mixed precision bfloat16 O2")) << l.log();
+  double total = 0, per_rank = 0;
+  ASSERT_TRUE(throughput(l.out(), total, per_rank)) << l.out();
+}
+
 void expect_ddp_run(bool sync_bn) {
   std::vector<std::string> args = {kLoomrun, "--nproc_per_node=2", "--master_port=" + std::to_string(testing::free_port()),
                                    "examples/resnet/train_ddp", "--image-size", "32", "--batch-size", "4", "--steps",
