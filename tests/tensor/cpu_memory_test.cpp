@@ -150,6 +150,33 @@ TEST(CpuMemory, TrainingLoopStopsReservingMemory) {
   }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+// Under AddressSanitizer a cached free block is poisoned: reading a freed
+// tensor's memory is still reported (glibc's free would have been caught the
+// same way), and so is reading past a live tensor's end.
+TEST(CpuMemoryDeathTest, AsanSeesUseAfterFreeOfCachedBlocks) {
+  if (!caching()) GTEST_SKIP() << "malloc mode";
+  EXPECT_DEATH(
+      {
+        const float* p = nullptr;
+        {
+          Tensor t = full({1000}, 1.0f);
+          p = static_cast<const float*>(t.data_ptr());
+        }
+        volatile float v = p[10];
+        (void)v;
+      },
+      "use-after-poison");
+  EXPECT_DEATH(
+      {
+        Tensor t = full({1000}, 1.0f);
+        volatile float v = static_cast<const float*>(t.data_ptr())[1001];
+        (void)v;
+      },
+      "use-after-poison");
+}
+#endif
+
 // Runs this test binary again with LOOM_CPU_ALLOCATOR=value and a filter;
 // returns its exit status.
 int rerun_with_mode(const char* value, const char* filter) {
