@@ -145,7 +145,12 @@ void check_autocast_parity(const std::string& name, nn::Module& model, int64_t c
     const double floor = 1e-3 * scale;
     const double loom_error = error(p.grad(), exact, floor);
     const double torch_error = error(ref.at("grad." + pname), exact, floor);
-    EXPECT_LE(loom_error, std::max(1.25 * torch_error, 2e-2))
+    // Per gradient, never much worse than PyTorch's own autocast: deep in
+    // ResNet-18 at batch 4 both are 50-60% off float32 for a weight or two
+    // (bfloat16 rounding of near-cancelling sums), where which side comes
+    // closer depends on the random weights, hence 1.5x there; across the
+    // model loom must be the closer one for nine gradients in ten.
+    EXPECT_LE(loom_error, std::max(1.5 * torch_error, 2e-2))
         << name << " grad of " << pname << ": loom autocast is " << loom_error
         << " from float32, PyTorch autocast " << torch_error;
     closer += loom_error <= torch_error;
@@ -153,6 +158,7 @@ void check_autocast_parity(const std::string& name, nn::Module& model, int64_t c
   }
   std::cout << name << ": " << closer << " of " << checked
             << " gradients closer to float32 than PyTorch's autocast\n";
+  EXPECT_GE(closer, 0.9 * checked) << name;
 }
 
 TEST(Autocast, ConvNetMatchesPyTorchAutocast) {
