@@ -17,7 +17,7 @@
 #   LOOM_BAZEL_STARTUP    startup options, e.g. "--output_base=$HOME/.cache/ob-ci"
 #   LOOM_TEST_TOTALS      also write "passed failed skipped" to this file
 #   LOOM_TEST_EVENTS      keep bazel's build event file (JSON lines) here
-#   LOOM_DISK_CACHE_MAX_GB  bound on bazel's disk cache (default 24; trimmed
+#   LOOM_DISK_CACHE_MAX_GB  bound on bazel's disk cache (default 48; trimmed
 #                         first, by tools/trim_disk_cache.sh)
 #   LOOM_MIN_FREE_GB      free disk wanted before the build (default 20;
 #                         tools/free_disk.sh)

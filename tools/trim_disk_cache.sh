@@ -7,12 +7,14 @@
 #
 #   tools/trim_disk_cache.sh [max_gib]
 #
-# max_gib defaults to $LOOM_DISK_CACHE_MAX_GB, else 24; the folder is
+# max_gib defaults to $LOOM_DISK_CACHE_MAX_GB, else 48 (one full CI run,
+# optimised and ASAN objects, writes ~32 GiB: a smaller bound dropped the
+# objects the next clone needs, and every CI rebuilt from scratch); the folder is
 # $LOOM_DISK_CACHE_DIR, else ~/.cache/loom-bazel-disk.  A missing folder is
 # fine.  tools/test.sh runs this first.
 set -euo pipefail
 dir="${LOOM_DISK_CACHE_DIR:-$HOME/.cache/loom-bazel-disk}"
-max_gib="${1:-${LOOM_DISK_CACHE_MAX_GB:-24}}"
+max_gib="${1:-${LOOM_DISK_CACHE_MAX_GB:-48}}"
 [[ "$max_gib" =~ ^[0-9]+$ ]] || { echo "trim_disk_cache: max_gib must be a whole number, got '$max_gib'" >&2; exit 2; }
 [[ -d "$dir" ]] || exit 0
 limit=$((max_gib * 1024 * 1024 * 1024))
