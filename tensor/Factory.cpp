@@ -44,11 +44,7 @@ Generator& pick(Generator* gen) { return gen ? *gen : default_generator(); }
 template <typename Fill>
 Tensor generate_counter(IntList sizes, const TensorOptions& options, Generator& g,
                         const Fill& fill) {
-  uint64_t key;
-  {
-    std::lock_guard<std::mutex> lock(g.mutex());
-    key = g.next_u64();
-  }
+  const uint64_t key = native::counter_key(g);
   Tensor host = empty(sizes, TensorOptions(options.dtype_));
   dispatch_all_dtypes(options.dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "tensor/Generator.h"
 #include "tensor/Parallel.h"
 #include "tensor/cuda/Philox.h"
 
@@ -24,6 +25,12 @@ namespace loom {
 namespace native {
 
 constexpr int64_t kCounterRandomMinNumel = int64_t{1} << 16;
+
+// The key of one counter-based fill: one draw of `gen`, under its lock.
+inline uint64_t counter_key(Generator& gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.next_u64();
+}
 
 // The two uniforms in [0, 1) of pair j of the stream `key`.
 inline void counter_uniform_pair(uint64_t key, uint64_t j, double& a, double& b) {

@@ -34,12 +34,7 @@ void fill_random(const Tensor& t, Generator& gen, Draw&& draw, const CounterFill
     T* p = static_cast<T*>(dst.data_ptr());
     const int64_t n = dst.numel();
     if (n >= kCounterRandomMinNumel) {
-      uint64_t key;
-      {
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        key = gen.next_u64();
-      }
-      counter_fill(p, n, key);
+      counter_fill(p, n, counter_key(gen));
       return;
     }
     std::lock_guard<std::mutex> lock(gen.mutex());
