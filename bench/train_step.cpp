@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "loom.h"
+#include "tensor/cpu/ConvChoice.h"
 
 using namespace loom;
 
@@ -112,10 +113,13 @@ int main(int argc, char** argv) {
     const double rss_mib = static_cast<double>(u.ru_maxrss) / 1024.0;
     std::printf(
         "loom %s device=%s batch=%lld size=%lld threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
-        "images_per_s=%.1f peak_mib=%.1f faults_per_step=%.0f rss_mib=%.0f%s\n",
+        "images_per_s=%.1f peak_mib=%.1f faults_per_step=%.0f rss_mib=%.0f%s "
+        "conv_onednn=%lld/%lld\n",
         model_name.c_str(), device_name.c_str(), static_cast<long long>(batch),
         static_cast<long long>(size), threads, tf32 ? 1 : 0, median, mean, batch * 1000.0 / median,
-        peak_mib, faults_per_step, rss_mib, amp == "none" ? "" : (" amp=" + amp).c_str());
+        peak_mib, faults_per_step, rss_mib, amp == "none" ? "" : (" amp=" + amp).c_str(),
+        static_cast<long long>(cpu::conv_choice_stats().onednn),
+        static_cast<long long>(cpu::conv_choice_stats().decided));
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -35,6 +35,7 @@ packages=(
   libcli11-dev
   zlib1g-dev
   libgloo-dev
+  libdnnl-dev
   python3-torch
   gnuplot-nox
 )

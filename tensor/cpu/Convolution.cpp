@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "tensor/Parallel.h"
+#include "tensor/Factory.h"
 #include "tensor/cpu/Gemm.h"
+#include "tensor/cpu/ConvChoice.h"
 #include "tensor/native/Convolution.h"
 
 namespace loom {
@@ -655,20 +657,64 @@ T* ptr(const Tensor& t) {
 
 void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                            const Tensor& bias, const Tensor& out) {
-  dispatch_floating(input.dtype(), "conv2d", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    conv2d_forward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(bias), ptr<T>(out));
-  });
+  const DType dtype = input.dtype();
+  const void* b = bias.defined() ? bias.data_ptr() : nullptr;
+  run_conv_pass(
+      onednn::ConvPass::kForward, g, dtype,
+      [&] {
+        dispatch_floating(dtype, "conv2d", [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          conv2d_forward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(bias), ptr<T>(out));
+        });
+      },
+      [&] {
+        onednn::conv2d_forward(g, dtype, input.data_ptr(), weight.data_ptr(), b,
+                               out.data_ptr());
+      });
 }
 
+// Each pass (input gradient; weight and bias gradients) goes to its backend
+// on its own.
 void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                             const Tensor& grad_output, const Tensor& grad_input,
                             const Tensor& grad_weight, const Tensor& grad_bias) {
-  dispatch_floating(input.dtype(), "conv2d_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    conv2d_backward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(grad_output),
-                       ptr<T>(grad_input), ptr<T>(grad_weight), ptr<T>(grad_bias));
-  });
+  const DType dtype = input.dtype();
+  auto run_loom = [&](const Tensor& gi, const Tensor& gw, const Tensor& gb) {
+    dispatch_floating(dtype, "conv2d_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      conv2d_backward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(grad_output), ptr<T>(gi),
+                         ptr<T>(gw), ptr<T>(gb));
+    });
+  };
+  const bool weights = grad_weight.defined() || grad_bias.defined();
+  if (grad_input.defined() && weights &&
+      conv_pass_settled_on_loom(onednn::ConvPass::kBackwardData, g, dtype) &&
+      conv_pass_settled_on_loom(onednn::ConvPass::kBackwardWeights, g, dtype)) {
+    run_loom(grad_input, grad_weight, grad_bias);
+    return;
+  }
+  if (grad_input.defined()) {
+    run_conv_pass(
+        onednn::ConvPass::kBackwardData, g, dtype,
+        [&] { run_loom(grad_input, Tensor(), Tensor()); },
+        [&] {
+          onednn::conv2d_backward_data(g, dtype, weight.data_ptr(), grad_output.data_ptr(),
+                                       grad_input.data_ptr());
+        });
+  }
+  if (weights) {
+    run_conv_pass(
+        onednn::ConvPass::kBackwardWeights, g, dtype,
+        [&] { run_loom(Tensor(), grad_weight, grad_bias); },
+        [&] {
+          // oneDNN always computes the weight gradient; a bias-only request
+          // writes it to scratch.
+          const Tensor gw = grad_weight.defined() ? grad_weight : empty_like(weight);
+          onednn::conv2d_backward_weights(g, dtype, input.data_ptr(), grad_output.data_ptr(),
+                                          gw.data_ptr(),
+                                          grad_bias.defined() ? grad_bias.data_ptr() : nullptr);
+        });
+  }
 }
 
 }  // namespace

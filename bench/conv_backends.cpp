@@ -1,0 +1,179 @@
+// Times loom's own float32 CPU convolution kernels (tensor/cpu/Convolution.h)
+// beside oneDNN's (tensor/cpu/OneDnnConvolution.h: its own layouts, with the
+// reorders from and to NCHW inside the timed region) on the convolution shapes
+// of one training step, per shape and weighted by how often the model uses it,
+// and the faster of the two per pass:
+//   bazel run //bench:conv_backends -- [resnet50|resnet18] [reps]
+// Prints the best milliseconds per pass (forward, input gradient, weight
+// gradient); 0 where a pass is not needed (the stem's input gradient).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tensor/Parallel.h"
+#include "tensor/cpu/Convolution.h"
+#include "tensor/cpu/OneDnnConvolution.h"
+
+namespace {
+
+using loom::cpu::ConvGeometry;
+
+struct Shape {
+  int64_t c, h, o, k, s, p, uses;
+  bool first;  // the stem: no input gradient
+};
+
+double best_ms(int reps, const std::function<void()>& fn) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  return best;
+}
+
+ConvGeometry geometry(int64_t n, const Shape& s) {
+  ConvGeometry g;
+  g.batch = n;
+  g.in_channels = s.c;
+  g.height = g.width = s.h;
+  g.out_channels = s.o;
+  g.kernel_h = g.kernel_w = s.k;
+  g.stride_h = g.stride_w = s.s;
+  g.pad_h = g.pad_w = s.p;
+  g.out_h = g.out_w = (s.h + 2 * s.p - s.k) / s.s + 1;
+  return g;
+}
+
+struct Times {
+  double fwd = 0, bwd_data = 0, bwd_weights = 0;
+  double total() const { return fwd + bwd_data + bwd_weights; }
+};
+
+Times time_loom(const ConvGeometry& g, bool need_input, int reps, float* x, float* w, float* b,
+                float* y, float* gy, float* gx, float* gw, float* gb) {
+  Times t;
+  t.fwd = best_ms(reps, [&] { loom::cpu::conv2d_forward<float>(g, x, w, b, y); });
+  if (need_input)
+    t.bwd_data = best_ms(reps, [&] {
+      loom::cpu::conv2d_backward<float>(g, x, w, gy, gx, nullptr, nullptr);
+    });
+  t.bwd_weights = best_ms(
+      reps, [&] { loom::cpu::conv2d_backward<float>(g, x, w, gy, nullptr, gw, gb); });
+  return t;
+}
+
+// oneDNN's direct kernels in their own layouts, the reorders from and to
+// NCHW included (tensor/cpu/OneDnnConvolution.h).
+Times time_onednn(const ConvGeometry& g, bool need_input, int reps, float* x, float* w,
+                  float* b, float* y, float* gy, float* gx, float* gw, float* gb) {
+  namespace od = loom::cpu::onednn;
+  Times t;
+  const loom::DType f32 = loom::kFloat32;
+  if (od::available(od::ConvPass::kForward, g, f32))
+    t.fwd = best_ms(reps, [&] { od::conv2d_forward(g, f32, x, w, b, y); });
+  if (need_input && od::available(od::ConvPass::kBackwardData, g, f32))
+    t.bwd_data = best_ms(reps, [&] { od::conv2d_backward_data(g, f32, w, gy, gx); });
+  if (od::available(od::ConvPass::kBackwardWeights, g, f32))
+    t.bwd_weights =
+        best_ms(reps, [&] { od::conv2d_backward_weights(g, f32, x, gy, gw, gb); });
+  return t;
+}
+
+// The faster of the two per pass: what LOOM_CPU_CONV=auto's timing should
+// pick (tensor/cpu/ConvChoice.h).
+Times faster(const Times& a, const Times& b) {
+  auto best = [](double x, double y) { return y > 0 && y < x ? y : x; };
+  return {best(a.fwd, b.fwd), best(a.bwd_data, b.bwd_data), best(a.bwd_weights, b.bwd_weights)};
+}
+
+std::vector<Shape> resnet50() {
+  return {
+      {3, 224, 64, 7, 2, 3, 1, true},
+      {64, 56, 64, 1, 1, 0, 1, false},     {64, 56, 64, 3, 1, 1, 3, false},
+      {64, 56, 256, 1, 1, 0, 4, false},    {256, 56, 64, 1, 1, 0, 2, false},
+      {256, 56, 128, 1, 1, 0, 1, false},   {128, 56, 128, 3, 2, 1, 1, false},
+      {128, 28, 512, 1, 1, 0, 4, false},   {256, 56, 512, 1, 2, 0, 1, false},
+      {512, 28, 128, 1, 1, 0, 3, false},   {128, 28, 128, 3, 1, 1, 3, false},
+      {512, 28, 256, 1, 1, 0, 1, false},   {256, 28, 256, 3, 2, 1, 1, false},
+      {256, 14, 1024, 1, 1, 0, 6, false},  {512, 28, 1024, 1, 2, 0, 1, false},
+      {1024, 14, 256, 1, 1, 0, 5, false},  {256, 14, 256, 3, 1, 1, 5, false},
+      {1024, 14, 512, 1, 1, 0, 1, false},  {512, 14, 512, 3, 2, 1, 1, false},
+      {512, 7, 2048, 1, 1, 0, 3, false},   {1024, 14, 2048, 1, 2, 0, 1, false},
+      {2048, 7, 512, 1, 1, 0, 2, false},   {512, 7, 512, 3, 1, 1, 2, false},
+  };
+}
+
+std::vector<Shape> resnet18() {
+  // batch 32, 64x64 input
+  return {
+      {3, 64, 64, 7, 2, 3, 1, true},      {64, 16, 64, 3, 1, 1, 4, false},
+      {64, 16, 128, 3, 2, 1, 1, false},   {64, 16, 128, 1, 2, 0, 1, false},
+      {128, 8, 128, 3, 1, 1, 3, false},   {128, 8, 256, 3, 2, 1, 1, false},
+      {128, 8, 256, 1, 2, 0, 1, false},   {256, 4, 256, 3, 1, 1, 3, false},
+      {256, 4, 512, 3, 2, 1, 1, false},   {256, 4, 512, 1, 2, 0, 1, false},
+      {512, 2, 512, 3, 1, 1, 3, false},
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string model = argc > 1 ? argv[1] : "resnet50";
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
+  const bool r50 = model == "resnet50";
+  const int64_t n = r50 ? 16 : 32;
+  const std::vector<Shape> shapes = r50 ? resnet50() : resnet18();
+  std::printf("%s, %d threads, %s batch %lld\n", loom::cpu::onednn::describe().c_str(),
+              loom::get_num_threads(), model.c_str(), (long long)n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  Times sum_loom, sum_dnnl, sum_auto;
+  std::printf("%-22s %4s %26s %26s %26s\n", "C,HW->O,k,s", "uses", "loom f/d/w ms",
+              "oneDNN f/d/w ms", "faster f/d/w ms");
+  for (const Shape& s : shapes) {
+    const ConvGeometry g = geometry(n, s);
+    auto buf = [&](int64_t count) {
+      std::vector<float> v(count);
+      for (float& f : v) f = nd(rng);
+      return v;
+    };
+    const int64_t xs = n * s.c * s.h * s.h, ws = s.o * s.c * s.k * s.k,
+                  ys = n * s.o * g.out_h * g.out_w;
+    auto x = buf(xs), w = buf(ws), b = buf(s.o), y = buf(ys), gy = buf(ys), gx = buf(xs),
+         gw = buf(ws), gb = buf(s.o);
+    char name[64];
+    std::snprintf(name, sizeof name, "%lld,%lld->%lld,%lldx%lld,s%lld", (long long)s.c,
+                  (long long)s.h, (long long)s.o, (long long)s.k, (long long)s.k, (long long)s.s);
+    const Times l = time_loom(g, !s.first, reps, x.data(), w.data(), b.data(), y.data(),
+                              gy.data(), gx.data(), gw.data(), gb.data());
+    const Times d = time_onednn(g, !s.first, reps, x.data(), w.data(), b.data(), y.data(),
+                                gy.data(), gx.data(), gw.data(), gb.data());
+    const Times c = faster(l, d);
+    std::printf("%-22s %4lld %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name,
+                (long long)s.uses, l.fwd, l.bwd_data, l.bwd_weights, d.fwd, d.bwd_data,
+                d.bwd_weights, c.fwd, c.bwd_data, c.bwd_weights);
+    for (auto [sum, t] : {std::pair<Times*, Times>{&sum_loom, l}, {&sum_dnnl, d},
+                          {&sum_auto, c}}) {
+      sum->fwd += s.uses * t.fwd;
+      sum->bwd_data += s.uses * t.bwd_data;
+      sum->bwd_weights += s.uses * t.bwd_weights;
+    }
+  }
+  std::printf("\nper step (weighted by uses), ms: fwd / input grad / weight grad / total\n");
+  for (auto [label, t] : {std::pair<const char*, Times>{"loom", sum_loom}, {"oneDNN", sum_dnnl},
+                          {"faster", sum_auto}})
+    std::printf("  %-8s %8.1f %8.1f %8.1f %8.1f\n", label, t.fwd, t.bwd_data, t.bwd_weights,
+                t.total());
+  return 0;
+}

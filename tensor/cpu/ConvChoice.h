@@ -1,0 +1,52 @@
+// Which CPU backend runs each convolution pass: loom's own kernels
+// (tensor/cpu/Convolution.h) or oneDNN's (tensor/cpu/OneDnnConvolution.h).
+//
+// LOOM_CPU_CONV (read once):
+//   auto    (default) A float32 pass that both can run is timed with each
+//           backend the first time its shape comes (twice each, interleaved;
+//           like cudnn.benchmark), and the faster one runs that shape from then
+//           on: the winner differs by CPU (AVX2 or AVX-512, AMD or Intel) and by
+//           shape.  Passes under ~2 M multiply-adds skip the timing and run
+//           loom's (the reorders into oneDNN's layouts dominate there).
+//   onednn  oneDNN wherever it has a kernel, else loom's
+// A bfloat16 pass goes to oneDNN where it has a kernel (AVX512-BF16, AMX);
+// conv2d still widens 16-bit inputs to float32 before the kernels, so none
+// reaches them yet.
+//   loom    loom's own kernels only
+// Because the choice is timed, two processes may pick differently for one
+// shape (results then differ by float32 rounding); pin a backend for bitwise
+// repeatable runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "tensor/DType.h"
+#include "tensor/cpu/OneDnnConvolution.h"
+
+namespace loom {
+namespace cpu {
+
+// Runs one pass of convolution g in dtype: run_loom or run_onednn, as chosen
+// above.  Each callable must compute the whole pass into its outputs
+// (overwriting them), so either may run several times while timing.
+void run_conv_pass(onednn::ConvPass pass, const native::ConvGeometry& g, DType dtype,
+                   const std::function<void()>& run_loom,
+                   const std::function<void()>& run_onednn);
+
+// Whether this pass is settled on loom's kernels (pinned, no oneDNN kernel,
+// too small to time, or timed slower in oneDNN): the backward then runs both
+// of its passes in one call of loom's kernels, which share the im2col.
+bool conv_pass_settled_on_loom(onednn::ConvPass pass, const native::ConvGeometry& g,
+                               DType dtype);
+
+// What the timing chose so far, for tests and benchmarks: the number of
+// shapes (pass, geometry, dtype, thread count) decided, and of those that went
+// to oneDNN.
+struct ConvChoiceStats {
+  int64_t decided = 0, onednn = 0;
+};
+ConvChoiceStats conv_choice_stats();
+
+}  // namespace cpu
+}  // namespace loom

@@ -1,0 +1,384 @@
+// oneDNN convolutions on loom's NCHW buffers; see OneDnnConvolution.h.
+//
+// Each (pass, dtype, geometry, thread count) gets one primitive, created on
+// first use and kept: creating a primitive descriptor walks oneDNN's kernel
+// list and costs far more than a small convolution.  The primitive picks its
+// own memory layouts (blocked, e.g. nChw8c on AVX2); loom's NCHW buffers are
+// reordered into them before the pass and the outputs back after it.  With
+// the plain nchw layouts oneDNN falls back to im2col + its sgemm, which is
+// what loom's own kernels already do (//bench:conv_backends).
+#include "tensor/cpu/OneDnnConvolution.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <dnnl.hpp>
+
+#include "tensor/Error.h"
+#include "tensor/Factory.h"
+#include "tensor/Parallel.h"
+
+namespace loom {
+namespace cpu {
+namespace onednn {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+using dims = dnnl::memory::dims;
+
+std::string read_backend() {
+  const char* env = std::getenv("LOOM_CPU_CONV");
+  const std::string v = env == nullptr || *env == '\0' ? "auto" : env;
+  LOOM_CHECK(v == "auto" || v == "onednn" || v == "loom",
+             "LOOM_CPU_CONV: expected \"auto\", \"onednn\" or \"loom\", got \"", v, "\"");
+  return v;
+}
+
+const dnnl::engine& engine() {
+  static const dnnl::engine* eng = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *eng;
+}
+
+// oneDNN's OpenMP regions take omp_get_max_threads(): make that the calling
+// thread's loom thread count (a CPU logical device's share), then restore it.
+class ThreadCount {
+ public:
+  ThreadCount() : saved_(omp_get_max_threads()) {
+    const int n = get_num_threads();
+    if (n != saved_) omp_set_num_threads(n);
+  }
+  ~ThreadCount() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  const int saved_;
+};
+
+dnnl::memory::data_type data_type(DType d) {
+  return d == kBFloat16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+
+struct Descs {
+  dnnl::memory::desc src, weights, bias, dst;
+  dims strides, dilates, pad_l, pad_r;
+};
+
+Descs descs(const ConvGeometry& g, DType dtype) {
+  const auto dt = data_type(dtype);
+  Descs d;
+  d.src = dnnl::memory::desc({g.batch, g.in_channels, g.height, g.width}, dt, tag::nchw);
+  if (g.groups == 1) {
+    d.weights = dnnl::memory::desc({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, dt,
+                                   tag::oihw);
+  } else {
+    d.weights = dnnl::memory::desc({g.groups, g.out_channels / g.groups,
+                                    g.in_channels / g.groups, g.kernel_h, g.kernel_w},
+                                   dt, tag::goihw);
+  }
+  d.bias = dnnl::memory::desc({g.out_channels}, dt, tag::x);
+  d.dst = dnnl::memory::desc({g.batch, g.out_channels, g.out_h, g.out_w}, dt, tag::nchw);
+  d.strides = {g.stride_h, g.stride_w};
+  // oneDNN counts dilation from 0 (no gaps); the output size uses the same
+  // floor division as loom's, so the right padding equals the left.
+  d.dilates = {g.dilation_h - 1, g.dilation_w - 1};
+  d.pad_l = {g.pad_h, g.pad_w};
+  d.pad_r = {g.pad_h, g.pad_w};
+  return d;
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// The same shapes with the layouts left to the primitive.
+Descs any_layout(const Descs& user) {
+  Descs d = user;
+  auto any = [](const dnnl::memory::desc& m) {
+    return dnnl::memory::desc(m.dims(), m.data_type(), tag::any);
+  };
+  d.src = any(user.src);
+  d.weights = any(user.weights);
+  d.dst = any(user.dst);
+  return d;
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias) {
+  const dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src, d.weights,
+      bias ? d.bias : dnnl::memory::desc(), d.dst, d.strides, d.dilates, d.pad_l, d.pad_r);
+  return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine());
+}
+
+// One argument of a pass whose layout in the primitive differs from loom's:
+// reordered into `internal` before the pass (inputs) or back after it
+// (outputs).
+struct Reorder {
+  int arg;
+  bool output;
+  dnnl::memory::desc user, internal;
+  dnnl::primitive to_internal, to_user;
+};
+
+// One pass of one convolution: its primitive, scratch size and reorders, or
+// none when oneDNN has no kernel for it here.
+struct Entry {
+  bool supported = false;
+  dnnl::primitive primitive;
+  dnnl::memory::desc scratchpad;
+  std::vector<Reorder> reorders;
+  std::string impl;  // oneDNN's name for the kernel, e.g. "jit:avx2"
+};
+
+// The reorder for arg when the primitive's layout `internal` is not loom's.
+void add_reorder(Entry& e, int arg, bool output, const dnnl::memory::desc& user,
+                 const dnnl::memory::desc& internal) {
+  if (internal == user) return;
+  Reorder r{arg, output, user, internal, {}, {}};
+  if (output)
+    r.to_user = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), internal, engine(), user));
+  else
+    r.to_internal =
+        dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), internal));
+  e.reorders.push_back(std::move(r));
+}
+
+Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
+  Entry e;
+  try {
+    const Descs user = descs(g, dtype);
+    const Descs d = any_layout(user);
+    const auto fwd = forward_pd(d, bias);
+    switch (pass) {
+      case ConvPass::kForward:
+        e.primitive = dnnl::convolution_forward(fwd);
+        e.scratchpad = fwd.scratchpad_desc();
+        e.impl = fwd.impl_info_str();
+        add_reorder(e, DNNL_ARG_SRC, false, user.src, fwd.src_desc());
+        add_reorder(e, DNNL_ARG_WEIGHTS, false, user.weights, fwd.weights_desc());
+        add_reorder(e, DNNL_ARG_DST, true, user.dst, fwd.dst_desc());
+        break;
+      case ConvPass::kBackwardData: {
+        const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct,
+                                                         d.src, d.weights, d.dst, d.strides,
+                                                         d.dilates, d.pad_l, d.pad_r);
+        const dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(),
+                                                                 engine(), fwd);
+        e.primitive = dnnl::convolution_backward_data(pd);
+        e.scratchpad = pd.scratchpad_desc();
+        e.impl = pd.impl_info_str();
+        add_reorder(e, DNNL_ARG_DIFF_DST, false, user.dst, pd.diff_dst_desc());
+        add_reorder(e, DNNL_ARG_WEIGHTS, false, user.weights, pd.weights_desc());
+        add_reorder(e, DNNL_ARG_DIFF_SRC, true, user.src, pd.diff_src_desc());
+        break;
+      }
+      case ConvPass::kBackwardWeights: {
+        const dnnl::convolution_backward_weights::desc desc(
+            dnnl::algorithm::convolution_direct, d.src, d.weights,
+            bias ? d.bias : dnnl::memory::desc(), d.dst, d.strides, d.dilates, d.pad_l,
+            d.pad_r);
+        const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(),
+                                                                    engine(), fwd);
+        e.primitive = dnnl::convolution_backward_weights(pd);
+        e.scratchpad = pd.scratchpad_desc();
+        e.impl = pd.impl_info_str();
+        add_reorder(e, DNNL_ARG_SRC, false, user.src, pd.src_desc());
+        add_reorder(e, DNNL_ARG_DIFF_DST, false, user.dst, pd.diff_dst_desc());
+        add_reorder(e, DNNL_ARG_DIFF_WEIGHTS, true, user.weights, pd.diff_weights_desc());
+        break;
+      }
+    }
+    // oneDNN's reference kernels are loops over every index: slower than
+    // loom's own by orders of magnitude, so they do not count as a kernel.
+    e.supported = e.impl.rfind("ref", 0) != 0;
+  } catch (const dnnl::error&) {
+    e.supported = false;  // no kernel for this dtype/shape on this CPU
+  }
+  return e;
+}
+
+struct Key {
+  ConvGeometry g;
+  int pass, dtype, threads;
+  bool bias;
+  bool operator==(const Key& o) const {
+    const ConvGeometry& a = g;
+    const ConvGeometry& b = o.g;
+    return pass == o.pass && dtype == o.dtype && threads == o.threads && bias == o.bias &&
+           a.batch == b.batch && a.in_channels == b.in_channels && a.height == b.height &&
+           a.width == b.width && a.out_channels == b.out_channels &&
+           a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w && a.stride_h == b.stride_h &&
+           a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w &&
+           a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w &&
+           a.groups == b.groups;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    const ConvGeometry& g = k.g;
+    size_t h = 0;
+    for (int64_t v : {g.batch, g.in_channels, g.height, g.width, g.out_channels, g.kernel_h,
+                      g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
+                      g.dilation_w, g.groups, int64_t(k.pass), int64_t(k.dtype),
+                      int64_t(k.threads), int64_t(k.bias)})
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+// The primitives made so far.  Bounded: a program that sweeps many shapes
+// starts over rather than growing without end.
+class Cache {
+ public:
+  std::shared_ptr<const Entry> get(ConvPass pass, const ConvGeometry& g, DType dtype,
+                                   bool bias) {
+    const Key key{g, int(pass), int(dtype), get_num_threads(), bias};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = entries_.find(key);
+      if (it != entries_.end()) return it->second;
+    }
+    // Made outside the lock: two threads may both make it; one is kept.
+    std::shared_ptr<const Entry> made;
+    {
+      ThreadCount threads;
+      made = std::make_shared<const Entry>(make_entry(pass, g, dtype, bias));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    return entries_.emplace(key, made).first->second;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 4096;
+  std::mutex mutex_;
+  std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> entries_;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: convolutions may run at exit
+  return *c;
+}
+
+dnnl::memory wrap(const dnnl::memory::desc& d, const void* p) {
+  return dnnl::memory(d, engine(), const_cast<void*>(p));
+}
+
+Tensor bytes_for(const dnnl::memory::desc& d) {
+  return empty({static_cast<int64_t>(d.get_size())}, kUInt8);
+}
+
+// Runs e's primitive on args (loom's buffers), through its reorders.  Scratch
+// and the reordered copies come from loom's CPU allocator.
+void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args) {
+  std::vector<Tensor> keep;
+  if (e.scratchpad.get_size() > 0) {
+    keep.push_back(bytes_for(e.scratchpad));
+    args[DNNL_ARG_SCRATCHPAD] = wrap(e.scratchpad, keep.back().data_ptr());
+  }
+  ThreadCount threads;
+  dnnl::stream stream(engine());
+  try {
+    std::vector<std::pair<const Reorder*, dnnl::memory>> outputs;
+    for (const Reorder& r : e.reorders) {
+      keep.push_back(bytes_for(r.internal));
+      dnnl::memory internal = wrap(r.internal, keep.back().data_ptr());
+      dnnl::memory user = args.at(r.arg);
+      if (r.output)
+        outputs.emplace_back(&r, user);
+      else
+        r.to_internal.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
+      args[r.arg] = internal;
+    }
+    e.primitive.execute(stream, args);
+    for (auto& [r, user] : outputs)
+      r->to_user.execute(stream, {{DNNL_ARG_FROM, args.at(r->arg)}, {DNNL_ARG_TO, user}});
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    LOOM_FAIL("conv2d: oneDNN's ", e.impl, " kernel failed: ", err.what());
+  }
+}
+
+std::shared_ptr<const Entry> checked(ConvPass pass, const ConvGeometry& g, DType dtype,
+                                     bool bias) {
+  auto e = cache().get(pass, g, dtype, bias);
+  LOOM_CHECK(e->supported, "conv2d: oneDNN has no ", dtype_name(dtype),
+             " kernel for this convolution on this CPU (check onednn::available first)");
+  return e;
+}
+
+}  // namespace
+
+const std::string& conv_backend() {
+  static const std::string backend = read_backend();
+  return backend;
+}
+
+bool available(ConvPass pass, const ConvGeometry& g, DType dtype) {
+  if (dtype != kFloat32 && dtype != kBFloat16) return false;
+  // Bias or not makes no difference to whether a kernel exists.
+  return cache().get(pass, g, dtype, pass != ConvPass::kBackwardData)->supported;
+}
+
+
+void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
+                    const void* bias, void* out) {
+  const auto e = checked(ConvPass::kForward, g, dtype, bias != nullptr);
+  const Descs d = descs(g, dtype);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(d.src, input)},
+                                             {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
+                                             {DNNL_ARG_DST, wrap(d.dst, out)}};
+  if (bias != nullptr) args[DNNL_ARG_BIAS] = wrap(d.bias, bias);
+  execute(*e, std::move(args));
+}
+
+void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight,
+                          const void* grad_out, void* grad_input) {
+  const auto e = checked(ConvPass::kBackwardData, g, dtype, false);
+  const Descs d = descs(g, dtype);
+  execute(*e, {{DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
+               {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
+               {DNNL_ARG_DIFF_SRC, wrap(d.src, grad_input)}});
+}
+
+void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* input,
+                             const void* grad_out, void* grad_weight, void* grad_bias) {
+  const auto e = checked(ConvPass::kBackwardWeights, g, dtype, grad_bias != nullptr);
+  const Descs d = descs(g, dtype);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(d.src, input)},
+                                             {DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
+                                             {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, grad_weight)}};
+  if (grad_bias != nullptr) args[DNNL_ARG_DIFF_BIAS] = wrap(d.bias, grad_bias);
+  execute(*e, std::move(args));
+}
+
+std::string describe() {
+  const dnnl_version_t* v = dnnl_version();
+  const char* isa = "?";
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: isa = "sse4.1"; break;
+    case dnnl::cpu_isa::avx: isa = "avx"; break;
+    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
+    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
+    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
+    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
+    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
+    default: break;
+  }
+  return detail::str("oneDNN ", v->major, ".", v->minor, ".", v->patch, ", ", isa);
+}
+
+}  // namespace onednn
+}  // namespace cpu
+}  // namespace loom

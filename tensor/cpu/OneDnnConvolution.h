@@ -1,0 +1,50 @@
+// CPU convolutions through oneDNN (Debian's libdnnl, 2.6), which picks AVX2,
+// AVX-512, AVX512-BF16 or AMX kernels when it runs, on loom's NCHW buffers.
+//
+// Where oneDNN has no kernel (a dtype the CPU lacks, say) it is not
+// available() and loom's own kernels run; which backend runs a pass that both
+// can run is tensor/cpu/ConvChoice.h's business (LOOM_CPU_CONV).
+//
+// oneDNN runs on the calling thread's intra-op thread count
+// (loom::get_num_threads), with its scratch memory and reordered copies from
+// loom's CPU allocator, so concurrent convolutions on several CPU logical
+// devices are safe.
+#pragma once
+
+#include <string>
+
+#include "tensor/DType.h"
+#include "tensor/native/ConvGeometry.h"
+
+namespace loom {
+namespace cpu {
+namespace onednn {
+
+using native::ConvGeometry;
+
+enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
+
+// What LOOM_CPU_CONV selects, read once: "auto" (unset), "onednn" or "loom";
+// any other value is a loom::Error.
+const std::string& conv_backend();
+
+// Whether oneDNN has a kernel (not its slow reference loops) for this pass
+// of this convolution in dtype on this CPU.
+bool available(ConvPass pass, const ConvGeometry& g, DType dtype);
+
+// The passes, on contiguous NCHW buffers of dtype (float32 or bfloat16), as
+// tensor/cpu/Convolution.h's.  bias and grad_bias may be null.
+void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
+                    const void* bias, void* out);
+void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight,
+                          const void* grad_out, void* grad_input);
+void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* input,
+                             const void* grad_out, void* grad_weight, void* grad_bias);
+
+// oneDNN's version and the instruction set its kernels use here, e.g.
+// "oneDNN 2.6.3, avx2" (for benchmark tables).
+std::string describe();
+
+}  // namespace onednn
+}  // namespace cpu
+}  // namespace loom

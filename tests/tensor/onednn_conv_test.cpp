@@ -1,0 +1,267 @@
+// oneDNN's convolutions (tensor/cpu/OneDnnConvolution.h) against loom's own
+// kernels on the same buffers: every pass, the shapes of conv_test's chunking
+// cases plus ResNet's, concurrent calls from two logical devices' threads; the
+// per-shape choice between them (tensor/cpu/ConvChoice.h), the LOOM_CPU_CONV
+// switch and its error.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "tensor/Parallel.h"
+#include "tensor/cpu/ConvChoice.h"
+#include "tensor/cpu/Convolution.h"
+#include "tensor/cpu/OneDnnConvolution.h"
+#include "tensor/native/Convolution.h"
+#include "tests/TestUtil.h"
+
+namespace loom {
+namespace {
+
+using cpu::onednn::ConvPass;
+using testing::AllClose;
+
+struct Case {
+  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
+};
+
+native::ConvGeometry geometry(const Case& k) {
+  native::ConvGeometry g;
+  g.batch = k.n;
+  g.in_channels = k.c;
+  g.height = k.h;
+  g.width = k.w;
+  g.out_channels = k.o;
+  g.kernel_h = k.kh;
+  g.kernel_w = k.kw;
+  g.stride_h = k.sh;
+  g.stride_w = k.sw;
+  g.pad_h = k.ph;
+  g.pad_w = k.pw;
+  g.dilation_h = k.dh;
+  g.dilation_w = k.dw;
+  g.groups = k.groups;
+  g.out_h = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
+  g.out_w = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+  return g;
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {5, 16, 24, 24, 8, 5, 5, 1, 1, 2, 2, 1, 1, 1},       // ConvNet-like
+      {80, 16, 8, 8, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1},       // many small images
+      {4, 24, 9, 9, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1},        // 1x1
+      {5, 12, 3, 5, 8, 1, 1, 1, 1, 0, 0, 1, 1, 2},         // 1x1, groups
+      {3, 8, 9, 9, 6, 1, 1, 2, 2, 0, 0, 1, 1, 2},          // 1x1 stride 2, odd plane
+      {4, 6, 11, 10, 9, 3, 2, 2, 3, 1, 2, 2, 1, 3},        // everything uneven
+      {3, 8, 12, 12, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2},        // dilation, groups
+      {2, 4, 10, 14, 8, 3, 5, 1, 1, 1, 2, 1, 1, 1},        // asymmetric kernel
+      {2, 3, 32, 32, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1},       // a ResNet stem
+      {2, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1},      // a ResNet downsampling 3x3
+      {2, 32, 15, 15, 64, 1, 1, 2, 2, 0, 0, 1, 1, 1},      // a ResNet shortcut, odd plane
+      {3, 16, 7, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16},       // depthwise
+      {2, 1, 28, 28, 16, 5, 5, 1, 1, 2, 2, 1, 1, 1},       // one input channel
+  };
+  return c;
+}
+
+struct Buffers {
+  Tensor x, w, b, go;
+};
+
+Buffers buffers(const native::ConvGeometry& g, uint64_t seed) {
+  Generator gen(seed);
+  return {randn({g.batch, g.in_channels, g.height, g.width}, kFloat32, &gen),
+          randn({g.out_channels, g.in_channels / g.groups, g.kernel_h, g.kernel_w}, kFloat32,
+                &gen),
+          randn({g.out_channels}, kFloat32, &gen),
+          randn({g.batch, g.out_channels, g.out_h, g.out_w}, kFloat32, &gen)};
+}
+
+float* f(const Tensor& t) { return static_cast<float*>(t.data_ptr()); }
+
+TEST(OneDnnConv, DescribesItself) {
+  const std::string d = cpu::onednn::describe();
+  EXPECT_EQ(d.rfind("oneDNN 2.", 0), 0u) << d;
+}
+
+TEST(OneDnnConv, EveryPassMatchesLoomKernels) {
+  int index = 0, ran = 0;
+  for (const Case& k : cases()) {
+    const native::ConvGeometry g = geometry(k);
+    const Buffers in = buffers(g, 100 + index);
+    const Tensor y_loom = empty({g.batch, g.out_channels, g.out_h, g.out_w});
+    const Tensor y = empty_like(y_loom), gi_loom = empty_like(in.x), gi = empty_like(in.x);
+    const Tensor gw_loom = empty_like(in.w), gw = empty_like(in.w);
+    const Tensor gb_loom = empty_like(in.b), gb = empty_like(in.b);
+    cpu::conv2d_forward<float>(g, f(in.x), f(in.w), f(in.b), f(y_loom));
+    cpu::conv2d_backward<float>(g, f(in.x), f(in.w), f(in.go), f(gi_loom), f(gw_loom),
+                                f(gb_loom));
+    if (cpu::onednn::available(ConvPass::kForward, g, kFloat32)) {
+      cpu::onednn::conv2d_forward(g, kFloat32, f(in.x), f(in.w), f(in.b), f(y));
+      EXPECT_EQ(y.sizes(), y_loom.sizes());
+      EXPECT_TRUE(AllClose(y, y_loom, 1e-4, 1e-4)) << "forward, case " << index;
+      // Without bias.
+      cpu::onednn::conv2d_forward(g, kFloat32, f(in.x), f(in.w), nullptr, f(y));
+      EXPECT_TRUE(AllClose(y, y_loom - in.b.reshape({1, g.out_channels, 1, 1}), 1e-4, 1e-4))
+          << "forward without bias, case " << index;
+      ++ran;
+    }
+    if (cpu::onednn::available(ConvPass::kBackwardData, g, kFloat32)) {
+      cpu::onednn::conv2d_backward_data(g, kFloat32, f(in.w), f(in.go), f(gi));
+      EXPECT_TRUE(AllClose(gi, gi_loom, 1e-4, 1e-3)) << "input gradient, case " << index;
+      ++ran;
+    }
+    if (cpu::onednn::available(ConvPass::kBackwardWeights, g, kFloat32)) {
+      cpu::onednn::conv2d_backward_weights(g, kFloat32, f(in.x), f(in.go), f(gw), f(gb));
+      EXPECT_TRUE(AllClose(gw, gw_loom, 1e-4, 1e-3)) << "weight gradient, case " << index;
+      EXPECT_TRUE(AllClose(gb, gb_loom, 1e-4, 1e-3)) << "bias gradient, case " << index;
+      const Tensor gw2 = empty_like(in.w);
+      cpu::onednn::conv2d_backward_weights(g, kFloat32, f(in.x), f(in.go), f(gw2), nullptr);
+      EXPECT_TRUE(AllClose(gw2, gw_loom, 1e-4, 1e-3)) << "weight gradient alone, case " << index;
+      ++ran;
+    }
+    ++index;
+  }
+  // oneDNN has float32 kernels for every x86-64 CPU with SSE4.1: most passes ran.
+  EXPECT_GE(ran, 3 * static_cast<int>(cases().size()) - 6);
+}
+
+TEST(OneDnnConv, NoKernelForFloat64) {
+  const native::ConvGeometry g = geometry(cases()[0]);
+  EXPECT_FALSE(cpu::onednn::available(ConvPass::kForward, g, kFloat64));
+  EXPECT_TRUE(cpu::conv_pass_settled_on_loom(ConvPass::kForward, g, kFloat64));
+}
+
+// Two CPU logical devices' workers convolving at once, one thread each, give
+// what one thread alone gives.
+TEST(OneDnnConv, ConcurrentCallsFromTwoThreads) {
+  const native::ConvGeometry g = geometry({8, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+  if (!cpu::onednn::available(ConvPass::kForward, g, kFloat32)) GTEST_SKIP() << "no kernel";
+  const Buffers in = buffers(g, 7);
+  const Tensor expected = empty({g.batch, g.out_channels, g.out_h, g.out_w});
+  cpu::onednn::conv2d_forward(g, kFloat32, f(in.x), f(in.w), f(in.b), f(expected));
+  bool same[2] = {true, true};
+  auto worker = [&](int id) {
+    set_thread_num_threads(1);
+    const Tensor y = empty_like(expected);
+    for (int i = 0; i < 20; ++i) {
+      cpu::onednn::conv2d_forward(g, kFloat32, f(in.x), f(in.w), f(in.b), f(y));
+      same[id] = same[id] && AllClose(y, expected, 1e-5, 1e-5);
+    }
+    set_thread_num_threads(0);
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  EXPECT_TRUE(same[0]);
+  EXPECT_TRUE(same[1]);
+}
+
+// Through conv2d and its backward (the dispatch): whatever LOOM_CPU_CONV picks
+// gives loom's own kernels' values.
+TEST(OneDnnConv, DispatchedConvMatchesLoomKernels) {
+  const native::ConvGeometry g = geometry({4, 64, 16, 16, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1});
+  const Buffers in = buffers(g, 11);
+  const Tensor y = native::conv2d(in.x, in.w, in.b, {2, 2}, {1, 1}, {1, 1}, 1);
+  const Tensor y_loom = empty_like(y);
+  cpu::conv2d_forward<float>(g, f(in.x), f(in.w), f(in.b), f(y_loom));
+  EXPECT_TRUE(AllClose(y, y_loom, 1e-4, 1e-4));
+  Tensor gi, gw, gb;
+  native::conv2d_backward(in.go, in.x, in.w, {2, 2}, {1, 1}, {1, 1}, 1, true, true, true, gi, gw,
+                          gb);
+  const Tensor gi_loom = empty_like(in.x), gw_loom = empty_like(in.w), gb_loom = empty_like(in.b);
+  cpu::conv2d_backward<float>(g, f(in.x), f(in.w), f(in.go), f(gi_loom), f(gw_loom),
+                              f(gb_loom));
+  EXPECT_TRUE(AllClose(gi, gi_loom, 1e-4, 1e-3));
+  EXPECT_TRUE(AllClose(gw, gw_loom, 1e-4, 1e-3));
+  EXPECT_TRUE(AllClose(gb, gb_loom, 1e-4, 1e-3));
+  // Only the bias gradient: defined, the others not.
+  Tensor gi2, gw2, gb2;
+  native::conv2d_backward(in.go, in.x, in.w, {2, 2}, {1, 1}, {1, 1}, 1, false, false, true, gi2,
+                          gw2, gb2);
+  EXPECT_FALSE(gi2.defined());
+  EXPECT_FALSE(gw2.defined());
+  EXPECT_TRUE(AllClose(gb2, gb_loom, 1e-4, 1e-3));
+}
+
+// LOOM_CPU_CONV=auto times each large float32 pass once per shape and keeps
+// the choice; small passes stay with loom's kernels untimed.  Pinned
+// backends never time.
+TEST(OneDnnConv, ChoiceFollowsTheEnvironment) {
+  const char* env = std::getenv("LOOM_CPU_CONV");
+  const std::string backend = env == nullptr || *env == '\0' ? "auto" : env;
+  EXPECT_EQ(cpu::onednn::conv_backend(), backend);
+  const native::ConvGeometry big = geometry({4, 32, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+  const native::ConvGeometry small = geometry({1, 2, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+  const bool have = cpu::onednn::available(ConvPass::kForward, big, kFloat32);
+  const cpu::ConvChoiceStats before = cpu::conv_choice_stats();
+  for (int i = 0; i < 3; ++i) {
+    const Buffers a = buffers(big, 1), b = buffers(small, 2);
+    native::conv2d(a.x, a.w, a.b, {1, 1}, {1, 1}, {1, 1}, 1);
+    native::conv2d(b.x, b.w, b.b, {1, 1}, {1, 1}, {1, 1}, 1);
+  }
+  const cpu::ConvChoiceStats after = cpu::conv_choice_stats();
+  EXPECT_EQ(after.decided - before.decided, backend == "auto" && have ? 1 : 0);
+  EXPECT_TRUE(cpu::conv_pass_settled_on_loom(ConvPass::kForward, small, kFloat32) ||
+              backend == "onednn");
+  if (backend == "loom")
+    EXPECT_TRUE(cpu::conv_pass_settled_on_loom(ConvPass::kForward, big, kFloat32));
+  if (backend == "onednn")
+    EXPECT_EQ(cpu::conv_pass_settled_on_loom(ConvPass::kForward, big, kFloat32), !have);
+}
+
+// Runs binary (with args) under LOOM_CPU_CONV=backend; its exit status.
+int run_with_backend(const std::string& binary, const char* backend, const char* arg) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("LOOM_CPU_CONV", backend, 1);
+    // The parent owns the test runner's output files.
+    unsetenv("TEST_PREMATURE_EXIT_FILE");
+    unsetenv("XML_OUTPUT_FILE");
+    unsetenv("GTEST_OUTPUT");
+    execl(binary.c_str(), binary.c_str(), arg, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// conv_test (every chunking path of loom's kernels against a naive double
+// convolution, through the dispatch) passes with each backend pinned, and the
+// choice test above holds under each.
+TEST(OneDnnConv, ConvTestPassesUnderEachBackend) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  if (srcdir == nullptr) GTEST_SKIP() << "needs bazel's runfiles (TEST_SRCDIR)";
+  if (std::getenv("LOOM_CPU_CONV") != nullptr) GTEST_SKIP() << "backend set by the environment";
+  const std::string conv_test = std::string(srcdir) + "/loom/tests/tensor/conv_test";
+  for (const char* backend : {"onednn", "loom"}) {
+    EXPECT_EQ(run_with_backend(conv_test, backend, "--gtest_brief=1"), 0)
+        << "conv_test with LOOM_CPU_CONV=" << backend;
+    EXPECT_EQ(run_with_backend("/proc/self/exe", backend,
+                               "--gtest_filter=OneDnnConv.ChoiceFollowsTheEnvironment"),
+              0)
+        << "ChoiceFollowsTheEnvironment with LOOM_CPU_CONV=" << backend;
+  }
+}
+
+TEST(OneDnnConvDeathTest, BadBackendIsAnError) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(
+      {
+        setenv("LOOM_CPU_CONV", "mkl", 1);
+        try {
+          cpu::onednn::conv_backend();
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(3);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3), "LOOM_CPU_CONV: expected \"auto\", \"onednn\" or \"loom\", got \"mkl\"");
+}
+
+}  // namespace
+}  // namespace loom
