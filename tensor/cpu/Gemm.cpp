@@ -36,6 +36,7 @@
 
 #include "tensor/Error.h"
 #include "tensor/Parallel.h"
+#include "tensor/cpu/OmpThreads.h"
 
 namespace loom {
 namespace cpu {
@@ -403,11 +404,12 @@ bool gemm_uses_onednn() {
 void sgemm_onednn(int threads, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                   float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
                   float beta, float* c, int64_t ldc) {
-  const int saved = omp_get_max_threads();
-  if (saved != threads) omp_set_num_threads(threads);
-  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k,
-                                          alpha, a, lda, b, ldb, beta, c, ldc);
-  if (saved != threads) omp_set_num_threads(saved);
+  dnnl_status_t status;
+  {
+    OmpThreads scope(threads);
+    status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b,
+                        ldb, beta, c, ldc);
+  }
   LOOM_CHECK(status == dnnl_success, "gemm: oneDNN's sgemm failed (status ", int(status),
              ") for m=", m, " n=", n, " k=", k, " lda=", lda, " ldb=", ldb, " ldc=", ldc);
 }

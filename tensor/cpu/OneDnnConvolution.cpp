@@ -9,8 +9,6 @@
 // what loom's own kernels already do (//bench:conv_backends).
 #include "tensor/cpu/OneDnnConvolution.h"
 
-#include <omp.h>
-
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -23,6 +21,7 @@
 #include "tensor/Error.h"
 #include "tensor/Factory.h"
 #include "tensor/Parallel.h"
+#include "tensor/cpu/OmpThreads.h"
 
 namespace loom {
 namespace cpu {
@@ -44,24 +43,6 @@ const dnnl::engine& engine() {
   static const dnnl::engine* eng = new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return *eng;
 }
-
-// oneDNN's OpenMP regions take omp_get_max_threads(): make that the calling
-// thread's loom thread count (a CPU logical device's share), then restore it.
-class ThreadCount {
- public:
-  ThreadCount() : saved_(omp_get_max_threads()) {
-    const int n = get_num_threads();
-    if (n != saved_) omp_set_num_threads(n);
-  }
-  ~ThreadCount() {
-    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
-  }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  const int saved_;
-};
 
 dnnl::memory::data_type data_type(DType d) {
   return d == kBFloat16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
@@ -252,7 +233,7 @@ class Cache {
     // Made outside the lock: two threads may both make it; one is kept.
     std::shared_ptr<const Entry> made;
     {
-      ThreadCount threads;
+      OmpThreads threads(get_num_threads());
       made = std::make_shared<const Entry>(make_entry(pass, g, dtype, bias));
     }
     std::lock_guard<std::mutex> lock(mutex_);
@@ -287,7 +268,7 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args) {
     keep.push_back(bytes_for(e.scratchpad));
     args[DNNL_ARG_SCRATCHPAD] = wrap(e.scratchpad, keep.back().data_ptr());
   }
-  ThreadCount threads;
+  OmpThreads threads(get_num_threads());  // oneDNN sizes its regions by it
   dnnl::stream stream(engine());
   try {
     std::vector<std::pair<const Reorder*, dnnl::memory>> outputs;
