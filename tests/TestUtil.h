@@ -1,9 +1,13 @@
 // Helpers shared by loom's tests.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -59,6 +63,26 @@ inline ::testing::AssertionResult GradOk(
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << e.what();
   }
+}
+
+// Runs binary (a test binary: "/proc/self/exe" for this one) with one
+// argument, in a child process whose environment has var=value; returns its
+// exit status (-1 when it did not exit normally).  The parent owns the test
+// runner's output files, so the child does not write them.
+inline int run_with_env(const std::string& binary, const char* var, const char* value,
+                        const std::string& arg) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv(var, value, 1);
+    unsetenv("TEST_PREMATURE_EXIT_FILE");
+    unsetenv("XML_OUTPUT_FILE");
+    unsetenv("GTEST_OUTPUT");
+    execl(binary.c_str(), binary.c_str(), arg.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace testing

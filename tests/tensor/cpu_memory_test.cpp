@@ -4,8 +4,6 @@
 // every block private, a training loop stops reserving memory after its
 // first steps, and LOOM_CPU_ALLOCATOR=malloc / a bad value behave as
 // documented (checked in a re-executed copy of this test).
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <thread>
@@ -180,20 +178,8 @@ TEST(CpuMemoryDeathTest, AsanSeesUseAfterFreeOfCachedBlocks) {
 // Runs this test binary again with LOOM_CPU_ALLOCATOR=value and a filter;
 // returns its exit status.
 int rerun_with_mode(const char* value, const char* filter) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("LOOM_CPU_ALLOCATOR", value, 1);
-    // The parent owns the test runner's output files.
-    unsetenv("TEST_PREMATURE_EXIT_FILE");
-    unsetenv("XML_OUTPUT_FILE");
-    unsetenv("GTEST_OUTPUT");
-    const std::string arg = std::string("--gtest_filter=") + filter;
-    execl("/proc/self/exe", "cpu_memory_test", arg.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return testing::run_with_env("/proc/self/exe", "LOOM_CPU_ALLOCATOR", value,
+                               std::string("--gtest_filter=") + filter);
 }
 
 TEST(CpuMemory, MallocModeRunsTheSameTests) {

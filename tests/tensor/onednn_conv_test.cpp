@@ -3,9 +3,6 @@
 // cases plus ResNet's, concurrent calls from two logical devices' threads; the
 // per-shape choice between them (tensor/cpu/ConvChoice.h), the LOOM_CPU_CONV
 // switch and its error.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <thread>
 
@@ -212,21 +209,8 @@ TEST(OneDnnConv, ChoiceFollowsTheEnvironment) {
     EXPECT_EQ(cpu::conv_pass_settled_on_loom(ConvPass::kForward, big, kFloat32), !have);
 }
 
-// Runs binary (with args) under LOOM_CPU_CONV=backend; its exit status.
 int run_with_backend(const std::string& binary, const char* backend, const char* arg) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setenv("LOOM_CPU_CONV", backend, 1);
-    // The parent owns the test runner's output files.
-    unsetenv("TEST_PREMATURE_EXIT_FILE");
-    unsetenv("XML_OUTPUT_FILE");
-    unsetenv("GTEST_OUTPUT");
-    execl(binary.c_str(), binary.c_str(), arg, static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return testing::run_with_env(binary, "LOOM_CPU_CONV", backend, arg);
 }
 
 // conv_test (every chunking path of loom's kernels against a naive double
