@@ -1,7 +1,8 @@
 """cuda_library: compiles .cu files with nvcc into a cc_library.
 
-Each .cu becomes one object (sm_80 and sm_90 machine code plus compute_90 PTX,
-so newer GPUs JIT it).  Without a CUDA toolkit the library is empty and
+Each .cu becomes one object with machine code for each GPU architecture in
+LOOM_CUDA_ARCHS (default sm_90) and PTX of the highest, so newer GPUs JIT it
+(tools/cuda/cuda_configure.bzl).  Without a CUDA toolkit the library is empty and
 carries no LOOM_WITH_CUDA define, so callers compile their CPU-only path.
 
 nvcc sees the workspace root (-I., so includes read "tensor/Error.h"), the
@@ -17,14 +18,12 @@ by name, with an rpath to the toolkit), whose LOOM_WITH_CUDA define reaches
 every dependent C++ file.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_INCLUDE_DIRS", "NVCC")
+load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_GENCODE_FLAGS", "CUDA_INCLUDE_DIRS", "NVCC")
 
 NVCC_FLAGS = [
     "-std=c++17",
     "-O3",
     "--expt-relaxed-constexpr",
-    "-gencode=arch=compute_80,code=sm_80",
-    "-gencode=arch=compute_90,code=[sm_90,compute_90]",
     "-Xcompiler=-fPIC",
     "-DLOOM_WITH_CUDA=1",
 ]
@@ -58,7 +57,7 @@ def cuda_library(name, srcs = [], hdrs = [], device_hdrs = [], deps = [], copts 
             # pid and /tmp, and one deletes the other's files.  A private
             # TMPDIR per compile keeps them apart.
             cmd = "tmp=$$(mktemp -d) && trap 'rm -rf \"$$tmp\"' EXIT && TMPDIR=$$tmp " +
-                  " ".join([NVCC] + NVCC_FLAGS + copts + [
+                  " ".join([NVCC] + NVCC_FLAGS + CUDA_GENCODE_FLAGS + copts + [
                       "-I.",
                       "-I$(GENDIR)",
                   ] + ["-isystem " + d for d in CUDA_INCLUDE_DIRS] + [
