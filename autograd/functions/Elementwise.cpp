@@ -28,13 +28,17 @@ namespace {
 struct InputMeta {
   IntList sizes;
   DType dtype = kFloat32;
+  Device device;
 };
-InputMeta meta_of(const Tensor& t) { return {t.sizes(), t.dtype()}; }
+InputMeta meta_of(const Tensor& t) { return {t.sizes(), t.dtype(), t.device()}; }
 
-// The gradient of a broadcast input: summed down to its shape, in its dtype.
+// The gradient of a broadcast input: summed down to its shape, in its dtype,
+// on its device (a CPU scalar beside CUDA tensors gets its gradient back on
+// the CPU).
 Tensor reduce_grad(const Tensor& grad, const InputMeta& input) {
   Tensor g = sum_to(grad, input.sizes);
-  return g.dtype() == input.dtype ? g : g.to(input.dtype);
+  if (g.dtype() != input.dtype) g = g.to(input.dtype);
+  return g.device() == input.device ? g : g.to(input.device);
 }
 
 // (saves a, saves b, saves out) of a table op.
@@ -165,27 +169,27 @@ Tensor add(const Tensor& self, const Tensor& other, Scalar alpha) {
   return arith(id<optable::Add>(), self, other, alpha);
 }
 Tensor add(const Tensor& self, Scalar other) {
-  return arith(id<optable::Add>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Add>(), self, native::scalar_operand(other, self));
 }
 Tensor sub(const Tensor& self, const Tensor& other, Scalar alpha) {
   return arith(id<optable::Sub>(), self, other, alpha);
 }
 Tensor sub(const Tensor& self, Scalar other) {
-  return arith(id<optable::Sub>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Sub>(), self, native::scalar_operand(other, self));
 }
 Tensor rsub(const Tensor& self, Scalar other) {
-  return arith(id<optable::Sub>(), native::wrap_scalar(other, self), self);
+  return arith(id<optable::Sub>(), native::scalar_operand(other, self), self);
 }
 Tensor mul(const Tensor& self, const Tensor& other) { return arith(id<optable::Mul>(), self, other); }
 Tensor mul(const Tensor& self, Scalar other) {
-  return arith(id<optable::Mul>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Mul>(), self, native::scalar_operand(other, self));
 }
 Tensor div(const Tensor& self, const Tensor& other) { return arith(id<optable::Div>(), self, other); }
 Tensor div(const Tensor& self, Scalar other) {
-  return arith(id<optable::Div>(), self, native::wrap_scalar(other, self));
+  return arith(id<optable::Div>(), self, native::scalar_operand(other, self));
 }
 Tensor rdiv(const Tensor& self, Scalar other) {
-  return arith(id<optable::Div>(), native::wrap_scalar(other, self), self);
+  return arith(id<optable::Div>(), native::scalar_operand(other, self), self);
 }
 Tensor pow(const Tensor& self, const Tensor& exponent) {
   return arith(id<optable::Pow>(), self, exponent);
@@ -221,12 +225,12 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare(id<optable::Lt>(), 
 Tensor le(const Tensor& a, const Tensor& b) { return compare(id<optable::Le>(), a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare(id<optable::Gt>(), a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare(id<optable::Ge>(), a, b); }
-Tensor eq(const Tensor& a, Scalar b) { return eq(a, native::wrap_scalar(b, a)); }
-Tensor ne(const Tensor& a, Scalar b) { return ne(a, native::wrap_scalar(b, a)); }
-Tensor lt(const Tensor& a, Scalar b) { return lt(a, native::wrap_scalar(b, a)); }
-Tensor le(const Tensor& a, Scalar b) { return le(a, native::wrap_scalar(b, a)); }
-Tensor gt(const Tensor& a, Scalar b) { return gt(a, native::wrap_scalar(b, a)); }
-Tensor ge(const Tensor& a, Scalar b) { return ge(a, native::wrap_scalar(b, a)); }
+Tensor eq(const Tensor& a, Scalar b) { return eq(a, native::scalar_operand(b, a)); }
+Tensor ne(const Tensor& a, Scalar b) { return ne(a, native::scalar_operand(b, a)); }
+Tensor lt(const Tensor& a, Scalar b) { return lt(a, native::scalar_operand(b, a)); }
+Tensor le(const Tensor& a, Scalar b) { return le(a, native::scalar_operand(b, a)); }
+Tensor gt(const Tensor& a, Scalar b) { return gt(a, native::scalar_operand(b, a)); }
+Tensor ge(const Tensor& a, Scalar b) { return ge(a, native::scalar_operand(b, a)); }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   return native::all_true(native::isclose(a, b, rtol, atol));
@@ -254,21 +258,21 @@ Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
   return arith_(id<optable::Add>(), *this, o, alpha);
 }
 Tensor& Tensor::add_(Scalar o) {
-  return arith_(id<optable::Add>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Add>(), *this, native::scalar_operand(o, *this));
 }
 Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
   return arith_(id<optable::Sub>(), *this, o, alpha);
 }
 Tensor& Tensor::sub_(Scalar o) {
-  return arith_(id<optable::Sub>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Sub>(), *this, native::scalar_operand(o, *this));
 }
 Tensor& Tensor::mul_(const Tensor& o) { return arith_(id<optable::Mul>(), *this, o); }
 Tensor& Tensor::mul_(Scalar o) {
-  return arith_(id<optable::Mul>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Mul>(), *this, native::scalar_operand(o, *this));
 }
 Tensor& Tensor::div_(const Tensor& o) { return arith_(id<optable::Div>(), *this, o); }
 Tensor& Tensor::div_(Scalar o) {
-  return arith_(id<optable::Div>(), *this, native::wrap_scalar(o, *this));
+  return arith_(id<optable::Div>(), *this, native::scalar_operand(o, *this));
 }
 Tensor Tensor::pow(const Tensor& exponent) const { return loom::pow(*this, exponent); }
 Tensor Tensor::eq(const Tensor& o) const { return loom::eq(*this, o); }

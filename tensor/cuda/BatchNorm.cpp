@@ -1,7 +1,8 @@
 // The CUDA backend of batch norm: kernels for the dispatch slots of
 // native/Normalization.h.  native::batch_norm has checked the arguments and
 // made the input and parameters contiguous; this lends the kernels their
-// double scratch (per-channel coefficients, from the caching allocator), runs
+// double scratch (per-channel coefficients and partial sums, from the caching
+// allocator), runs
 // the running-statistics update on contiguous copies when the running
 // tensors are strided (copying back after), and bumps their versions as the
 // CPU kernel does.
@@ -35,8 +36,9 @@ void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x, const T
                        double momentum, double eps, const Tensor& out, const Tensor& save_mean,
                        const Tensor& save_invstd) {
   const int device = x.device().index;
-  // (2, C): a and shift of y = x * a + shift per channel
-  const Tensor scratch = empty({2, s.channels}, TensorOptions(kFloat64).device(x.device()));
+  // a and shift of y = x * a + shift per channel, then the tiles' partial sums
+  const Tensor scratch = empty({batch_norm_scratch_doubles(s, false, device)},
+                               TensorOptions(kFloat64).device(x.device()));
   const bool update = training && running_mean.defined();
   Tensor rm, rv;  // (C) contiguous running statistics (maybe copies)
   if (running_mean.defined()) {
@@ -65,8 +67,9 @@ void batch_norm_backward_kernel(const native::BatchNormShape& s, const Tensor& g
   check_stat(x, save_mean, "save_mean");
   check_stat(x, save_invstd, "save_invstd");
   const int device = x.device().index;
-  // (3, C): a, b, k of dx = a * dy + b * x + k per channel
-  const Tensor scratch = empty({3, s.channels}, TensorOptions(kFloat64).device(x.device()));
+  // a, b, k of dx = a * dy + b * x + k per channel, then the tiles' partial sums
+  const Tensor scratch = empty({batch_norm_scratch_doubles(s, true, device)},
+                               TensorOptions(kFloat64).device(x.device()));
   batch_norm_backward(x.dtype(), s, grad_output.data_ptr(), x.data_ptr(), save_mean.data_ptr(),
                       save_invstd.data_ptr(), ptr(weight), training, ptr(grad_input),
                       ptr(grad_weight), ptr(grad_bias), static_cast<double*>(scratch.data_ptr()),

@@ -5,12 +5,19 @@
 // double and round the mean to T before the variance pass.  Matching them
 // exactly is simplest with the same formulas here.
 //
-// Per pass, one kernel reduces each channel (one block per channel,
-// grid-stride over channels, double accumulators, a shared-memory tree) and
-// writes the per-channel statistics and the affine coefficients (in double,
-// to `scratch`); a second, elementwise kernel applies them to every element:
+// Per pass, the channel's sums are cut into tiles over the batch and the
+// spatial run (BatchNormPlan.h), enough to fill every SM: a first kernel sums
+// each tile (double accumulators, a warp-shuffle then shared-memory combine
+// in a fixed order), a second combines each channel's tiles in order and
+// writes the statistics and the affine coefficients (in double, to
+// `scratch`), and a third, elementwise kernel applies them to every element:
 //   forward   y  = x * a + shift                (a, shift)     scratch (2, C)
 //   backward  dx = a * dy + b * x + k           (a, b, k)      scratch (3, C)
+// followed in scratch by the tiles' partial sums (2, C, splits).  The forward
+// statistics come from one pass of shifted sums (BatchNormPlan.h says how
+// they give the CPU's two-pass figures); the backward's two sums share one
+// pass.  The elementwise kernels find an element's channel with IntDivider
+// (no 64-bit division) when every index fits in 31 bits.
 // The coefficient formulas are the CPU's (tensor/cpu/Normalization.cpp).
 #include <cuda_runtime.h>
 
@@ -19,69 +26,110 @@
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/BatchNorm.h"
+#include "tensor/cuda/BatchNormPlan.h"
 #include "tensor/cuda/Check.h"
+#include "tensor/cuda/IntDivider.h"
 #include "tensor/cuda/Launch.cuh"
 
 namespace loom {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
+using native::BatchNormShape;
 
-// The sum of v over the block (every thread gets it).  `sh` holds kThreads doubles.
-__device__ double block_sum(double v, double* sh) {
-  const int t = threadIdx.x;
-  sh[t] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (t < s) sh[t] += sh[t + s];
-    __syncthreads();
+constexpr int kThreads = kBatchNormThreads;
+constexpr int kWarps = kThreads / 32;
+
+// Sums a and b over the block in a fixed order; thread (0, 0) gets the totals.
+// sh: 2 * kWarps doubles of shared memory.
+__device__ void block_sum2(double& a, double& b, double* sh) {
+  for (int off = 16; off > 0; off >>= 1) {
+    a += __shfl_down_sync(0xffffffffu, a, off);
+    b += __shfl_down_sync(0xffffffffu, b, off);
   }
-  const double total = sh[0];
-  __syncthreads();  // sh is reused by the next call
-  return total;
+  const int t = threadIdx.y * blockDim.x + threadIdx.x;
+  if (t % 32 == 0) {
+    sh[t / 32] = a;
+    sh[kWarps + t / 32] = b;
+  }
+  __syncthreads();
+  if (t == 0) {
+    a = 0;
+    b = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      a += sh[w];
+      b += sh[kWarps + w];
+    }
+  }
+  __syncthreads();  // sh is rewritten by the next channel
 }
 
-// Training statistics, one block per channel c; x (N, C, S).
+// f(offset) for every element of tile `tile` of channel c: y threads over the
+// rows, x threads along each row's contiguous run.
+template <typename F>
+__device__ __forceinline__ void walk_tile(const BatchNormTile& tile, const BatchNormShape& s,
+                                          int64_t c, F&& f) {
+  for (int64_t n = tile.r0 + threadIdx.y; n < tile.r1; n += blockDim.y) {
+    const int64_t row = (n * s.channels + c) * s.spatial;
+    for (int64_t i = tile.s0 + threadIdx.x; i < tile.s1; i += blockDim.x) f(row + i);
+  }
+}
+
+// Block (tile, c): partial[0][c][tile] = sum (x - K), partial[1][c][tile] =
+// sum (x - K)^2 with K = the channel's first value.
 template <typename T>
-__global__ void bn_train_stats(const T* __restrict__ x, int64_t N, int64_t C, int64_t S,
-                               const T* weight, const T* bias, double eps, T* running_mean,
-                               T* running_var, double momentum, T* save_mean, T* save_invstd,
-                               double* coef) {
-  __shared__ double sh[kThreads];
-  const int64_t count = N * S;
-  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < count; j += kThreads) {
-      const int64_t n = j / S, i = j % S;
-      sum += static_cast<double>(x[(n * C + c) * S + i]);
+__global__ void bn_stats_partial(const T* __restrict__ x, BatchNormShape s, BatchNormPlan p,
+                                 double* partial) {
+  __shared__ double sh[2 * kWarps];
+  const int64_t splits = p.splits(), C = s.channels;
+  const BatchNormTile tile = batch_norm_tile(p, s, blockIdx.x);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    const double shift = static_cast<double>(x[c * s.spatial]);
+    double s1 = 0, s2 = 0;
+    walk_tile(tile, s, c, [&](int64_t off) {
+      const double d = static_cast<double>(x[off]) - shift;
+      s1 += d;
+      s2 += d * d;
+    });
+    block_sum2(s1, s2, sh);
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+      partial[c * splits + blockIdx.x] = s1;
+      partial[(C + c) * splits + blockIdx.x] = s2;
     }
-    sum = block_sum(sum, sh);
-    const T m = static_cast<T>(sum / static_cast<double>(count));  // rounded as on the CPU
-    double sq = 0;
-    for (int64_t j = threadIdx.x; j < count; j += kThreads) {
-      const int64_t n = j / S, i = j % S;
-      const double d = static_cast<double>(x[(n * C + c) * S + i] - m);
-      sq += d * d;
+  }
+}
+
+// One thread per channel: the tiles' sums in order, then the statistics.
+template <typename T>
+__global__ void bn_stats_finish(const T* __restrict__ x, BatchNormShape s, int64_t splits,
+                                const double* partial, const T* weight, const T* bias,
+                                double eps, T* running_mean, T* running_var, double momentum,
+                                T* save_mean, T* save_invstd, double* coef) {
+  const int64_t C = s.channels, count = s.batch * s.spatial;
+  LOOM_CUDA_GRID_STRIDE(c, C) {
+    double s1 = 0, s2 = 0;
+    for (int64_t t = 0; t < splits; ++t) {
+      s1 += partial[c * splits + t];
+      s2 += partial[(C + c) * splits + t];
     }
-    sq = block_sum(sq, sh);
-    if (threadIdx.x == 0) {
-      const double v = sq / static_cast<double>(count);
-      const double is = 1.0 / sqrt(v + eps);
-      save_mean[c] = m;
-      save_invstd[c] = static_cast<T>(is);
-      const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-      const double b = bias ? static_cast<double>(bias[c]) : 0.0;
-      coef[c] = w * is;                                    // a
-      coef[C + c] = b - static_cast<double>(m) * w * is;  // shift
-      if (running_mean) {
-        const T var = static_cast<T>(v);
-        const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-        running_mean[c] = static_cast<T>((1 - momentum) * static_cast<double>(running_mean[c]) +
-                                         momentum * static_cast<double>(m));
-        running_var[c] = static_cast<T>((1 - momentum) * static_cast<double>(running_var[c]) +
-                                        momentum * static_cast<double>(var) * unbias);
-      }
+    const double n = static_cast<double>(count);
+    const double shift = static_cast<double>(x[c * s.spatial]);
+    const T m = static_cast<T>(shift + s1 / n);  // rounded as on the CPU
+    const double v = squared_deviations(s1, s2, n, shift, static_cast<double>(m)) / n;
+    const double is = 1.0 / sqrt(v + eps);
+    save_mean[c] = m;
+    save_invstd[c] = static_cast<T>(is);
+    const double w = weight ? static_cast<double>(weight[c]) : 1.0;
+    const double b = bias ? static_cast<double>(bias[c]) : 0.0;
+    coef[c] = w * is;                                    // a
+    coef[C + c] = b - static_cast<double>(m) * w * is;  // shift
+    if (running_mean) {
+      const T var = static_cast<T>(v);
+      const double unbias = n / static_cast<double>(count - 1);
+      running_mean[c] = static_cast<T>((1 - momentum) * static_cast<double>(running_mean[c]) +
+                                       momentum * static_cast<double>(m));
+      running_var[c] = static_cast<T>((1 - momentum) * static_cast<double>(running_var[c]) +
+                                      momentum * static_cast<double>(var) * unbias);
     }
   }
 }
@@ -91,8 +139,7 @@ template <typename T>
 __global__ void bn_eval_stats(int64_t C, const T* weight, const T* bias, double eps,
                               const T* running_mean, const T* running_var, T* save_mean,
                               T* save_invstd, double* coef) {
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < C;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  LOOM_CUDA_GRID_STRIDE(c, C) {
     const T m = running_mean[c];
     const T is_t = static_cast<T>(1.0 / sqrt(static_cast<double>(running_var[c]) + eps));
     save_mean[c] = m;
@@ -105,79 +152,126 @@ __global__ void bn_eval_stats(int64_t C, const T* weight, const T* bias, double 
   }
 }
 
+// The channel of flat index j of an (N, C, S) tensor.
+struct ChannelOf {
+  IntDivider by_spatial, by_channels;
+  int64_t C, S;
+  template <bool kFast>
+  __device__ __forceinline__ int64_t at(int64_t j) const {
+    if constexpr (kFast) return by_channels.mod(by_spatial.div(static_cast<uint32_t>(j)));
+    else return (j / S) % C;
+  }
+};
+
 // y (N, C, S) = x * a[c] + shift[c].
-template <typename T>
+template <typename T, bool kFast>
 __global__ void bn_apply(const T* __restrict__ x, T* __restrict__ y, const double* coef,
-                         int64_t C, int64_t S, int64_t total) {
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = (j / S) % C;
-    y[j] = x[j] * static_cast<T>(coef[c]) + static_cast<T>(coef[C + c]);
+                         ChannelOf ch, int64_t total) {
+  LOOM_CUDA_GRID_STRIDE(j, total) {
+    const int64_t c = ch.template at<kFast>(j);
+    y[j] = x[j] * static_cast<T>(coef[c]) + static_cast<T>(coef[ch.C + c]);
   }
 }
 
-// Backward sums, one block per channel; writes grad_weight/grad_bias and
-// the dx coefficients (a, b, k).
+// Block (tile, c): partial[0][c][tile] = sum dy, partial[1][c][tile] =
+// sum dy (x - mean).
 template <typename T>
-__global__ void bn_backward_reduce(const T* __restrict__ dy, const T* __restrict__ x, int64_t N,
-                                   int64_t C, int64_t S, const T* mean, const T* invstd,
-                                   const T* weight, bool training, T* grad_weight, T* grad_bias,
-                                   double* coef) {
-  __shared__ double sh[kThreads];
-  const int64_t count = N * S;
-  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+__global__ void bn_backward_partial(const T* __restrict__ dy, const T* __restrict__ x,
+                                    BatchNormShape s, BatchNormPlan p, const T* mean,
+                                    double* partial) {
+  __shared__ double sh[2 * kWarps];
+  const int64_t splits = p.splits(), C = s.channels;
+  const BatchNormTile tile = batch_norm_tile(p, s, blockIdx.x);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
     const T m = mean[c];
     double sum_dy = 0, sum_dy_xmu = 0;
-    for (int64_t j = threadIdx.x; j < count; j += kThreads) {
-      const int64_t off = ((j / S) * C + c) * S + j % S;
+    walk_tile(tile, s, c, [&](int64_t off) {
       const double g = static_cast<double>(dy[off]);
       sum_dy += g;
       sum_dy_xmu += g * static_cast<double>(x[off] - m);
+    });
+    block_sum2(sum_dy, sum_dy_xmu, sh);
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+      partial[c * splits + blockIdx.x] = sum_dy;
+      partial[(C + c) * splits + blockIdx.x] = sum_dy_xmu;
     }
-    sum_dy = block_sum(sum_dy, sh);
-    sum_dy_xmu = block_sum(sum_dy_xmu, sh);
-    if (threadIdx.x == 0) {
-      const double is = static_cast<double>(invstd[c]);
-      if (grad_weight) grad_weight[c] = static_cast<T>(sum_dy_xmu * is);
-      if (grad_bias) grad_bias[c] = static_cast<T>(sum_dy);
-      const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-      const double a = w * is;
-      double b = 0, k = 0;
-      if (training) {
-        b = -w * is * is * is * (sum_dy_xmu / static_cast<double>(count));
-        k = -w * is * (sum_dy / static_cast<double>(count)) - b * static_cast<double>(m);
-      }
-      coef[c] = a;
-      coef[C + c] = b;
-      coef[2 * C + c] = k;
+  }
+}
+
+// One thread per channel: grad_weight/grad_bias and the dx coefficients.
+template <typename T>
+__global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const double* partial,
+                                   const T* mean, const T* invstd, const T* weight,
+                                   bool training, T* grad_weight, T* grad_bias, double* coef) {
+  const int64_t C = s.channels;
+  const double count = static_cast<double>(s.batch * s.spatial);
+  LOOM_CUDA_GRID_STRIDE(c, C) {
+    double sum_dy = 0, sum_dy_xmu = 0;
+    for (int64_t t = 0; t < splits; ++t) {
+      sum_dy += partial[c * splits + t];
+      sum_dy_xmu += partial[(C + c) * splits + t];
     }
+    const double is = static_cast<double>(invstd[c]);
+    if (grad_weight) grad_weight[c] = static_cast<T>(sum_dy_xmu * is);
+    if (grad_bias) grad_bias[c] = static_cast<T>(sum_dy);
+    const double w = weight ? static_cast<double>(weight[c]) : 1.0;
+    const double a = w * is;
+    double b = 0, k = 0;
+    if (training) {
+      b = -w * is * is * is * (sum_dy_xmu / count);
+      k = -w * is * (sum_dy / count) - b * static_cast<double>(mean[c]);
+    }
+    coef[c] = a;
+    coef[C + c] = b;
+    coef[2 * C + c] = k;
   }
 }
 
 // dx (N, C, S) = a[c] * dy + b[c] * x + k[c].
-template <typename T>
+template <typename T, bool kFast>
 __global__ void bn_backward_apply(const T* __restrict__ dy, const T* __restrict__ x,
-                                  T* __restrict__ dx, const double* coef, int64_t C, int64_t S,
+                                  T* __restrict__ dx, const double* coef, ChannelOf ch,
                                   int64_t total) {
-  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
-       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = (j / S) % C;
-    dx[j] = static_cast<T>(coef[c]) * dy[j] + static_cast<T>(coef[C + c]) * x[j] +
-            static_cast<T>(coef[2 * C + c]);
+  LOOM_CUDA_GRID_STRIDE(j, total) {
+    const int64_t c = ch.template at<kFast>(j);
+    dx[j] = static_cast<T>(coef[c]) * dy[j] + static_cast<T>(coef[ch.C + c]) * x[j] +
+            static_cast<T>(coef[2 * ch.C + c]);
   }
 }
 
+ChannelOf channel_of(const BatchNormShape& s) {
+  ChannelOf ch;
+  ch.C = s.channels;
+  ch.S = s.spatial;
+  if (fits_int_divider(s.batch * s.channels * s.spatial)) {
+    ch.by_spatial = IntDivider(static_cast<uint32_t>(std::max<int64_t>(s.spatial, 1)));
+    ch.by_channels = IntDivider(static_cast<uint32_t>(std::max<int64_t>(s.channels, 1)));
+  }
+  return ch;
+}
+
+dim3 partial_grid(const BatchNormPlan& p, int64_t C) {
+  return dim3(static_cast<unsigned>(p.splits()), static_cast<unsigned>(grid_for(C)));
+}
+
 template <typename T>
-void forward(const native::BatchNormShape& s, const void* x, const void* weight, const void* bias,
+void forward(const BatchNormShape& s, const void* x, const void* weight, const void* bias,
              void* running_mean, void* running_var, bool training, double momentum, double eps,
-             void* y, void* save_mean, void* save_invstd, double* scratch, cudaStream_t stream) {
+             void* y, void* save_mean, void* save_invstd, double* scratch, int device,
+             cudaStream_t stream) {
   const int64_t C = s.channels, S = s.spatial, total = s.batch * C * S;
   if (C == 0) return;
   const T* w = static_cast<const T*>(weight);
   const T* b = static_cast<const T*>(bias);
+  const T* xt = static_cast<const T*>(x);
   if (training) {
-    bn_train_stats<T><<<blocks_for(C, 1), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), s.batch, C, S, w, b, eps, static_cast<T*>(running_mean),
+    const BatchNormPlan p = plan_batch_norm(s, multiprocessors(device));
+    double* partial = scratch + 2 * C;
+    const dim3 block(p.threads_x, p.threads_y);
+    bn_stats_partial<T><<<partial_grid(p, C), block, 0, stream>>>(xt, s, p, partial);
+    LOOM_CUDA_CHECK(cudaGetLastError());
+    bn_stats_finish<T><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
+        xt, s, p.splits(), partial, w, b, eps, static_cast<T*>(running_mean),
         static_cast<T*>(running_var), momentum, static_cast<T*>(save_mean),
         static_cast<T*>(save_invstd), scratch);
   } else {
@@ -187,32 +281,54 @@ void forward(const native::BatchNormShape& s, const void* x, const void* weight,
   }
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (total == 0) return;
-  bn_apply<T><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-      static_cast<const T*>(x), static_cast<T*>(y), scratch, C, S, total);
+  const ChannelOf ch = channel_of(s);
+  if (fits_int_divider(total))
+    bn_apply<T, true><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        xt, static_cast<T*>(y), scratch, ch, total);
+  else
+    bn_apply<T, false><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        xt, static_cast<T*>(y), scratch, ch, total);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
-void backward(const native::BatchNormShape& s, const void* grad_out, const void* x,
-              const void* mean, const void* invstd, const void* weight, bool training,
-              void* grad_input, void* grad_weight, void* grad_bias, double* scratch,
+void backward(const BatchNormShape& s, const void* grad_out, const void* x, const void* mean,
+              const void* invstd, const void* weight, bool training, void* grad_input,
+              void* grad_weight, void* grad_bias, double* scratch, int device,
               cudaStream_t stream) {
   const int64_t C = s.channels, S = s.spatial, total = s.batch * C * S;
   if (C == 0) return;
-  bn_backward_reduce<T><<<blocks_for(C, 1), kThreads, 0, stream>>>(
-      static_cast<const T*>(grad_out), static_cast<const T*>(x), s.batch, C, S,
-      static_cast<const T*>(mean), static_cast<const T*>(invstd),
+  const T* dy = static_cast<const T*>(grad_out);
+  const T* xt = static_cast<const T*>(x);
+  const BatchNormPlan p = plan_batch_norm(s, multiprocessors(device));
+  double* partial = scratch + 3 * C;
+  const dim3 block(p.threads_x, p.threads_y);
+  bn_backward_partial<T><<<partial_grid(p, C), block, 0, stream>>>(
+      dy, xt, s, p, static_cast<const T*>(mean), partial);
+  LOOM_CUDA_CHECK(cudaGetLastError());
+  bn_backward_finish<T><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
+      s, p.splits(), partial, static_cast<const T*>(mean), static_cast<const T*>(invstd),
       static_cast<const T*>(weight), training, static_cast<T*>(grad_weight),
       static_cast<T*>(grad_bias), scratch);
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (!grad_input || total == 0) return;
-  bn_backward_apply<T><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-      static_cast<const T*>(grad_out), static_cast<const T*>(x), static_cast<T*>(grad_input),
-      scratch, C, S, total);
+  const ChannelOf ch = channel_of(s);
+  T* dx = static_cast<T*>(grad_input);
+  if (fits_int_divider(total))
+    bn_backward_apply<T, true><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        dy, xt, dx, scratch, ch, total);
+  else
+    bn_backward_apply<T, false><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
+        dy, xt, dx, scratch, ch, total);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
+
+int64_t batch_norm_scratch_doubles(const native::BatchNormShape& s, bool backward, int device) {
+  const int64_t coefficients = (backward ? 3 : 2) * s.channels;
+  return coefficients + 2 * s.channels * plan_batch_norm(s, multiprocessors(device)).splits();
+}
 
 void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void* x,
                         const void* weight, const void* bias, void* running_mean,
@@ -224,7 +340,7 @@ void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void
   dispatch_floating(dtype, "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward<T>(s, x, weight, bias, running_mean, running_var, training, momentum, eps, y,
-               save_mean, save_invstd, scratch, st);
+               save_mean, save_invstd, scratch, device, st);
   });
 }
 
@@ -237,7 +353,7 @@ void batch_norm_backward(DType dtype, const native::BatchNormShape& s, const voi
   dispatch_floating(dtype, "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward<T>(s, grad_out, x, mean, invstd, weight, training, grad_input, grad_weight,
-                grad_bias, scratch, st);
+                grad_bias, scratch, device, st);
   });
 }
 

@@ -4,8 +4,9 @@
 // Same contract as the CPU kernels (tensor/cpu/Normalization.h): contiguous
 // (N, C, S) input of float32 or float64, per-channel (C) statistics and
 // parameters (weight/bias may be null: 1 and 0).  `scratch` is device memory
-// for per-channel coefficients in double: (2, C) for the forward, (3, C) for
-// the backward.  Queued on `stream` of `device`; returns without waiting.
+// of batch_norm_scratch_doubles doubles (per-channel coefficients and the
+// partial sums of the channel's tiles, BatchNormPlan.h).  Queued on `stream`
+// of `device`; returns without waiting.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,10 @@
 
 namespace loom {
 namespace cuda {
+
+// The doubles of scratch the forward (backward false) or backward of shape s
+// needs on `device` (its tiling depends on the device's SM count).
+int64_t batch_norm_scratch_doubles(const native::BatchNormShape& s, bool backward, int device);
 
 // training: batch mean and biased variance per channel -> save_mean,
 // save_invstd = 1 / sqrt(var + eps); when running_mean/var are non-null they

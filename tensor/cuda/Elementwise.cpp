@@ -8,7 +8,8 @@
 // end up 1-d and take the vectorised loop) and the raw launcher of
 // tensor/cuda/Elementwise.h runs on the device's current stream.  A layout
 // with more than kMaxElementwiseDims unmergeable dims runs on contiguous
-// copies instead.
+// copies instead.  A CPU scalar operand (`x * 2`) becomes an immediate of the
+// layout: its value travels in the kernel's arguments.
 #include <vector>
 
 #include "tensor/CudaRuntime.h"
@@ -70,6 +71,15 @@ bool make_layout(const Tensor& out, const std::vector<Tensor>& ins, ElementwiseL
     l.scalar[k] = k > 0 && all_zero;
     if (l.ndim == 1 && strides[k][0] != 1 && !l.scalar[k]) l.dense = false;
   }
+  // A CPU scalar beside CUDA tensors (native::scalar_operand) goes by value.
+  for (int k = 1; k < l.noperands; ++k) {
+    const Tensor& t = *ops[k];
+    if (t.device() == out.device()) continue;
+    LOOM_CHECK(t.is_cpu() && l.scalar[k] && element_size(t.dtype()) <= 8,
+               "CUDA elementwise: operand ", t.describe(), " is on ", t.device().str(),
+               ", not ", out.device().str(), "; only a CPU scalar may stand beside CUDA tensors");
+    set_immediate(l, k, t.data_ptr(), element_size(t.dtype()));
+  }
   return true;
 }
 
@@ -80,7 +90,8 @@ template <typename Launch>
 void run(const Tensor& out, std::vector<Tensor> ins, const Launch& launch) {
   ElementwiseLayout l;
   if (make_layout(out, ins, l)) return launch(l, out, ins);
-  for (Tensor& t : ins) t = native::contiguous(t);
+  for (Tensor& t : ins)
+    if (t.device() == out.device()) t = native::contiguous(t);  // not an immediate CPU scalar
   const Tensor o = out.is_contiguous()
                        ? out
                        : empty(out.sizes(), TensorOptions(out.dtype()).device(out.device()));

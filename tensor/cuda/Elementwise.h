@@ -10,7 +10,8 @@
 // operand 0 the output.  A layout marked `dense` (every operand row-major
 // contiguous or one broadcast value) runs a grid-stride loop with 4-element
 // vector loads when the pointers allow; any other layout turns each linear
-// index into per-operand offsets (the N-d offset calculator).  The dtype and
+// index into per-operand offsets (the N-d offset calculator).  A single-value
+// operand may also be an immediate: its value in the layout itself.  The dtype and
 // broadcasting semantics are decided by the callers (tensor/native/*.cpp);
 // these only apply the per-element function.
 //
@@ -21,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "tensor/DType.h"
 #include "tensor/native/BinaryOps.h"
@@ -47,7 +49,24 @@ struct ElementwiseLayout {
   // (all strides 0, flagged in `scalar`).
   bool dense = false;
   bool scalar[kMaxElementwiseOperands] = {};
+  // An operand held here rather than in device memory: a CPU scalar beside
+  // CUDA tensors (`x * 2`, a wrapped number) rides in the kernel's
+  // arguments, so it costs no allocation and no fill kernel.  Its bytes (of
+  // the operand's dtype, at most 8) are in immediate_bits; its pointer is
+  // never read.  An immediate operand is always `scalar` too.
+  bool immediate[kMaxElementwiseOperands] = {};
+  uint64_t immediate_bits[kMaxElementwiseOperands] = {};
 };
+
+// Makes operand k (k >= 1) of l an immediate holding the `nbytes` bytes at
+// `value` (an element of the operand's dtype, nbytes <= 8).
+inline void set_immediate(ElementwiseLayout& l, int k, const void* value, size_t nbytes) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, value, nbytes);
+  l.scalar[k] = true;
+  l.immediate[k] = true;
+  l.immediate_bits[k] = bits;
+}
 
 // out = a op b.  a and b hold `dtype`; out holds bool for comparisons, else
 // `dtype`.  alpha scales b for add/sub (converted to dtype).

@@ -4,7 +4,8 @@
 // result in the output (operand 0 of the ElementwiseLayout, Elementwise.h):
 //   - dense layouts (every operand contiguous, or one broadcast value) take a
 //     grid-stride loop over packs of kVec elements, loaded and stored as one
-//     aligned vector each; a broadcast operand is read once per pack.  When a
+//     aligned vector each; a broadcast operand is read once per pack, an
+//     immediate one (a CPU scalar) from the kernel's arguments.  When a
 //     pointer is not aligned to its pack the strided loop runs instead.
 //   - any other layout takes a grid-stride loop that turns each linear index
 //     into one offset per operand (sizes and strides come by value in the
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 
 #include "tensor/CudaRuntime.h"
@@ -45,22 +47,37 @@ bool pack_aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % alignof(Pack<T>) == 0;
 }
 
-// Pack i of p, or kVec copies of p[0] for a broadcast operand.
+// The value of immediate operand k.
 template <typename T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p, int64_t i, bool scalar) {
-  if (scalar) {
+__device__ __forceinline__ T immediate_value(const ElementwiseLayout& l, int k) {
+  T v;
+  memcpy(&v, &l.immediate_bits[k], sizeof(T));
+  return v;
+}
+
+// Operand k's element at offset `off` (its immediate when it has one).
+template <typename T>
+__device__ __forceinline__ T load_at(const ElementwiseLayout& l, int k, const T* p, int64_t off) {
+  return l.immediate[k] ? immediate_value<T>(l, k) : p[off];
+}
+
+// Pack i of operand k, or kVec copies of its one value for a broadcast operand.
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const ElementwiseLayout& l, int k, const T* p,
+                                             int64_t i) {
+  if (l.scalar[k]) {
     Pack<T> r;
-    const T x = p[0];
+    const T x = load_at(l, k, p, 0);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) r.v[k] = x;
+    for (int j = 0; j < kVec; ++j) r.v[j] = x;
     return r;
   }
   return reinterpret_cast<const Pack<T>*>(p)[i];
 }
 
 template <typename T>
-__device__ __forceinline__ T load_one(const T* p, int64_t i, bool scalar) {
-  return scalar ? p[0] : p[i];
+__device__ __forceinline__ T load_one(const ElementwiseLayout& l, int k, const T* p, int64_t i) {
+  return l.scalar[k] ? load_at(l, k, p, 0) : p[i];
 }
 
 // offs[k] = the element offset of linear index i in operand k.
@@ -87,7 +104,7 @@ template <typename Out, typename A, typename F>
 __global__ void dense1(ElementwiseLayout l, Out* out, const A* a, F f) {
   const int64_t packs = l.numel / kVec;
   LOOM_GRID_STRIDE(i, packs) {
-    const Pack<A> pa = load_pack(a, i, l.scalar[1]);
+    const Pack<A> pa = load_pack(l, 1, a, i);
     Pack<Out> r;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) r.v[k] = f(pa.v[k]);
@@ -95,7 +112,7 @@ __global__ void dense1(ElementwiseLayout l, Out* out, const A* a, F f) {
   }
   LOOM_GRID_STRIDE(j, l.numel - packs * kVec) {
     const int64_t i = packs * kVec + j;
-    out[i] = f(load_one(a, i, l.scalar[1]));
+    out[i] = f(load_one(l, 1, a, i));
   }
 }
 
@@ -104,7 +121,7 @@ __global__ void strided1(ElementwiseLayout l, Out* out, const A* a, F f) {
   LOOM_GRID_STRIDE(i, l.numel) {
     int64_t o[2];
     offsets<2>(l, i, o);
-    out[o[0]] = f(a[o[1]]);
+    out[o[0]] = f(load_at(l, 1, a, o[1]));
   }
 }
 
@@ -112,8 +129,8 @@ template <typename Out, typename A, typename B, typename F>
 __global__ void dense2(ElementwiseLayout l, Out* out, const A* a, const B* b, F f) {
   const int64_t packs = l.numel / kVec;
   LOOM_GRID_STRIDE(i, packs) {
-    const Pack<A> pa = load_pack(a, i, l.scalar[1]);
-    const Pack<B> pb = load_pack(b, i, l.scalar[2]);
+    const Pack<A> pa = load_pack(l, 1, a, i);
+    const Pack<B> pb = load_pack(l, 2, b, i);
     Pack<Out> r;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) r.v[k] = f(pa.v[k], pb.v[k]);
@@ -121,7 +138,7 @@ __global__ void dense2(ElementwiseLayout l, Out* out, const A* a, const B* b, F 
   }
   LOOM_GRID_STRIDE(j, l.numel - packs * kVec) {
     const int64_t i = packs * kVec + j;
-    out[i] = f(load_one(a, i, l.scalar[1]), load_one(b, i, l.scalar[2]));
+    out[i] = f(load_one(l, 1, a, i), load_one(l, 2, b, i));
   }
 }
 
@@ -130,7 +147,7 @@ __global__ void strided2(ElementwiseLayout l, Out* out, const A* a, const B* b, 
   LOOM_GRID_STRIDE(i, l.numel) {
     int64_t o[3];
     offsets<3>(l, i, o);
-    out[o[0]] = f(a[o[1]], b[o[2]]);
+    out[o[0]] = f(load_at(l, 1, a, o[1]), load_at(l, 2, b, o[2]));
   }
 }
 
@@ -138,9 +155,9 @@ template <typename Out, typename A, typename B, typename C, typename F>
 __global__ void dense3(ElementwiseLayout l, Out* out, const A* a, const B* b, const C* c, F f) {
   const int64_t packs = l.numel / kVec;
   LOOM_GRID_STRIDE(i, packs) {
-    const Pack<A> pa = load_pack(a, i, l.scalar[1]);
-    const Pack<B> pb = load_pack(b, i, l.scalar[2]);
-    const Pack<C> pc = load_pack(c, i, l.scalar[3]);
+    const Pack<A> pa = load_pack(l, 1, a, i);
+    const Pack<B> pb = load_pack(l, 2, b, i);
+    const Pack<C> pc = load_pack(l, 3, c, i);
     Pack<Out> r;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) r.v[k] = f(pa.v[k], pb.v[k], pc.v[k]);
@@ -148,8 +165,8 @@ __global__ void dense3(ElementwiseLayout l, Out* out, const A* a, const B* b, co
   }
   LOOM_GRID_STRIDE(j, l.numel - packs * kVec) {
     const int64_t i = packs * kVec + j;
-    out[i] = f(load_one(a, i, l.scalar[1]), load_one(b, i, l.scalar[2]),
-               load_one(c, i, l.scalar[3]));
+    out[i] = f(load_one(l, 1, a, i), load_one(l, 2, b, i),
+               load_one(l, 3, c, i));
   }
 }
 
@@ -159,7 +176,7 @@ __global__ void strided3(ElementwiseLayout l, Out* out, const A* a, const B* b, 
   LOOM_GRID_STRIDE(i, l.numel) {
     int64_t o[4];
     offsets<4>(l, i, o);
-    out[o[0]] = f(a[o[1]], b[o[2]], c[o[3]]);
+    out[o[0]] = f(load_at(l, 1, a, o[1]), load_at(l, 2, b, o[2]), load_at(l, 3, c, o[3]));
   }
 }
 

@@ -18,18 +18,35 @@
 namespace loom {
 namespace cuda {
 
+namespace {
+// Device memory for the chunks' partial results of a reduction of v (an
+// undefined tensor when the plan needs none).  Freed to the caching
+// allocator on return, as every temporary is: only later work on the same
+// stream, which runs after these kernels, can reuse it.
+Tensor reduce_scratch(const native::ReduceView& v) {
+  const int64_t bytes =
+      reduce_scratch_bytes(v.outer, v.reduce, v.inner, v.src.device().index);
+  if (bytes == 0) return Tensor();
+  return empty({(bytes + 7) / 8}, TensorOptions(kFloat64).device(v.src.device()));
+}
+
+void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+}  // namespace
+
 void sum_kernel(const Tensor& out, const native::ReduceView& v, bool mean) {
   const int device = out.device().index;
-  sum(v.src.dtype(), v.src.data_ptr(), out.data_ptr(), v.outer, v.reduce, v.inner, mean, device,
-      current_stream_handle(device));
+  const Tensor scratch = reduce_scratch(v);
+  sum(v.src.dtype(), v.src.data_ptr(), out.data_ptr(), v.outer, v.reduce, v.inner, mean,
+      ptr(scratch), device, current_stream_handle(device));
 }
 
 void extremum_kernel(const Tensor& values, const Tensor& indices, const native::ReduceView& v,
                      bool is_max) {
   const int device = v.src.device().index;
+  const Tensor scratch = reduce_scratch(v);
   extremum(v.src.dtype(), v.src.data_ptr(), values.defined() ? values.data_ptr() : nullptr,
            indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr, v.outer,
-           v.reduce, v.inner, is_max, device, current_stream_handle(device));
+           v.reduce, v.inner, is_max, ptr(scratch), device, current_stream_handle(device));
 }
 
 // var/std along the reduced dims: the CPU kernel's two passes in double, as

@@ -9,6 +9,10 @@
 //   - columns (inner > 1): a 32 x 8 block; x walks 32 adjacent outputs (so
 //     loads coalesce along inner), y splits the reduced axis in 8 strided
 //     parts, combined in shared memory at the end.
+// When the outputs are too few to fill the GPU (a full sum, a sum over the
+// batch of a few columns), the reduced axis is cut into chunks
+// (ReducePlan.h): grid z picks the chunk, each block writes its partial
+// result to scratch, and reduce_combine folds each output's chunks in order.
 // Grid-stride loops over outputs keep the grid within CUDA's limits; every
 // loop bound is uniform across a block, so each __syncthreads is reached by
 // all its threads.  Partial results combine in a fixed tree order, so the
@@ -24,16 +28,17 @@
 #include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Reduce.h"
+#include "tensor/cuda/ReducePlan.h"
 
 namespace loom {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kColumnsX = 32;
+constexpr int kThreads = kReduceThreads;
+constexpr int kColumnsX = kReduceColumnsX;
 constexpr int kColumnsY = kThreads / kColumnsX;
 // Runs up to this long get one warp each instead of one block.
-constexpr int64_t kWarpRunLimit = 1024;
+constexpr int64_t kWarpRunLimit = kReduceWarpRunLimit;
 
 
 // ---- policies ----------------------------------------------------------------------
@@ -97,22 +102,42 @@ struct ExtremumPolicy {
 
 // ---- kernels -----------------------------------------------------------------------
 
+// Chunk blockIdx.z of the reduced axis: values [begin, end).  With one chunk
+// the block writes its outputs; with several, its partial result for output
+// k goes to partial[k * splits + chunk].
+template <typename Acc>
+struct Chunks {
+  int64_t splits, chunk;
+  Acc* partial;
+  __device__ int64_t begin() const { return static_cast<int64_t>(blockIdx.z) * chunk; }
+  __device__ int64_t end(int64_t reduce) const {
+    const int64_t e = begin() + chunk;
+    return e < reduce ? e : reduce;
+  }
+  template <typename P>
+  __device__ void put(const P& p, int64_t k, const Acc& acc) const {
+    if (splits == 1) p.write(k, acc);
+    else partial[k * splits + blockIdx.z] = acc;
+  }
+};
+
 // inner == 1: groups of `group` threads (32 or kThreads) each reduce one row.
 template <typename T, typename P>
 __global__ void reduce_rows(const T* __restrict__ src, int64_t outer, int64_t reduce, int group,
-                            P p) {
+                            P p, Chunks<typename P::acc_t> chunks) {
   using Acc = typename P::acc_t;
   __shared__ Acc partial[kThreads];
   const int t = threadIdx.x;
   const int lane = t % group;
   const int groups = kThreads / group;
+  const int64_t r0 = chunks.begin(), r1 = chunks.end(reduce);
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * groups; base < outer;
        base += static_cast<int64_t>(gridDim.x) * groups) {
     const int64_t row = base + t / group;
     Acc acc = p.identity();
     if (row < outer) {
       const T* x = src + row * reduce;
-      for (int64_t r = lane; r < reduce; r += group) acc = p.step(acc, x[r], r);
+      for (int64_t r = r0 + lane; r < r1; r += group) acc = p.step(acc, x[r], r);
     }
     partial[t] = acc;
     __syncthreads();
@@ -120,7 +145,7 @@ __global__ void reduce_rows(const T* __restrict__ src, int64_t outer, int64_t re
       if (lane < s) partial[t] = p.combine(partial[t], partial[t + s]);
       __syncthreads();
     }
-    if (lane == 0 && row < outer) p.write(row, partial[t]);
+    if (lane == 0 && row < outer) chunks.put(p, row, partial[t]);
     __syncthreads();  // partial is rewritten by the next iteration
   }
 }
@@ -128,10 +153,11 @@ __global__ void reduce_rows(const T* __restrict__ src, int64_t outer, int64_t re
 // inner > 1: a kColumnsX x kColumnsY block reduces kColumnsX adjacent outputs.
 template <typename T, typename P>
 __global__ void reduce_columns(const T* __restrict__ src, int64_t outer, int64_t reduce,
-                               int64_t inner, P p) {
+                               int64_t inner, P p, Chunks<typename P::acc_t> chunks) {
   using Acc = typename P::acc_t;
   __shared__ Acc partial[kColumnsY][kColumnsX];
   const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t r0 = chunks.begin(), r1 = chunks.end(reduce);
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     for (int64_t base = static_cast<int64_t>(blockIdx.x) * kColumnsX; base < inner;
          base += static_cast<int64_t>(gridDim.x) * kColumnsX) {
@@ -139,7 +165,7 @@ __global__ void reduce_columns(const T* __restrict__ src, int64_t outer, int64_t
       Acc acc = p.identity();
       if (i < inner) {
         const T* x = src + o * reduce * inner + i;
-        for (int64_t r = ty; r < reduce; r += kColumnsY) acc = p.step(acc, x[r * inner], r);
+        for (int64_t r = r0 + ty; r < r1; r += kColumnsY) acc = p.step(acc, x[r * inner], r);
       }
       partial[ty][tx] = acc;
       __syncthreads();
@@ -147,9 +173,20 @@ __global__ void reduce_columns(const T* __restrict__ src, int64_t outer, int64_t
         if (ty < s) partial[ty][tx] = p.combine(partial[ty][tx], partial[ty + s][tx]);
         __syncthreads();
       }
-      if (ty == 0 && i < inner) p.write(o * inner + i, partial[0][tx]);
+      if (ty == 0 && i < inner) chunks.put(p, o * inner + i, partial[0][tx]);
       __syncthreads();
     }
+  }
+}
+
+// Output k = its chunks' partial results combined in chunk order.
+template <typename P>
+__global__ void reduce_combine(const typename P::acc_t* __restrict__ partial, int64_t outputs,
+                               int64_t splits, P p) {
+  LOOM_CUDA_GRID_STRIDE(k, outputs) {
+    typename P::acc_t acc = partial[k * splits];
+    for (int64_t t = 1; t < splits; ++t) acc = p.combine(acc, partial[k * splits + t]);
+    p.write(k, acc);
   }
 }
 
@@ -159,42 +196,61 @@ int grid_limit(int64_t want) {
 
 template <typename T, typename P>
 void launch(const void* src, int64_t outer, int64_t reduce, int64_t inner, const P& p,
-            int device, uint64_t stream) {
+            void* scratch, int device, uint64_t stream) {
+  using Acc = typename P::acc_t;
+  static_assert(sizeof(Acc) <= kReducePartialBytes, "a partial result outgrows its scratch");
   if (outer * inner == 0) return;
   DeviceGuard guard(device);
   const T* x = static_cast<const T*>(src);
   cudaStream_t s = as_stream(stream);
+  const ReducePlan plan = plan_reduce(outer, reduce, inner, multiprocessors(device));
+  LOOM_CHECK(plan.splits == 1 || scratch, "cuda::reduce: ", plan.splits,
+             " chunks need scratch memory (reduce_scratch_bytes)");
+  const Chunks<Acc> chunks{plan.splits, plan.chunk, static_cast<Acc*>(scratch)};
+  const unsigned z = static_cast<unsigned>(plan.splits);
   if (inner == 1) {
-    const int group = reduce <= kWarpRunLimit ? 32 : kThreads;
+    const int group = plan.chunk <= kWarpRunLimit ? 32 : kThreads;
     const int64_t groups = kThreads / group;
-    reduce_rows<T, P><<<grid_limit((outer + groups - 1) / groups), kThreads, 0, s>>>(
-        x, outer, reduce, group, p);
+    const dim3 grid(grid_limit((outer + groups - 1) / groups), 1, z);
+    reduce_rows<T, P><<<grid, kThreads, 0, s>>>(x, outer, reduce, group, p, chunks);
   } else {
     const dim3 block(kColumnsX, kColumnsY);
-    const dim3 grid(grid_limit((inner + kColumnsX - 1) / kColumnsX), grid_limit(outer));
-    reduce_columns<T, P><<<grid, block, 0, s>>>(x, outer, reduce, inner, p);
+    const dim3 grid(grid_limit((inner + kColumnsX - 1) / kColumnsX), grid_limit(outer), z);
+    reduce_columns<T, P><<<grid, block, 0, s>>>(x, outer, reduce, inner, p, chunks);
   }
+  LOOM_CUDA_CHECK(cudaGetLastError());
+  if (plan.splits == 1) return;
+  const int64_t outputs = outer * inner;
+  reduce_combine<P><<<blocks_for(outputs, kThreads), kThreads, 0, s>>>(chunks.partial, outputs,
+                                                                       plan.splits, p);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace
 
+int64_t reduce_scratch_bytes(int64_t outer, int64_t reduce, int64_t inner, int device) {
+  if (outer * inner == 0) return 0;
+  const ReducePlan plan = plan_reduce(outer, reduce, inner, multiprocessors(device));
+  return plan.splits == 1 ? 0 : kReducePartialBytes * outer * inner * plan.splits;
+}
+
 void sum(DType dtype, const void* src, void* out, int64_t outer, int64_t reduce, int64_t inner,
-         bool mean, int device, uint64_t stream) {
+         bool mean, void* scratch, int device, uint64_t stream) {
   dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point<T>::value) {
       const SumPolicy<T, double, T> p{static_cast<T*>(out), mean, static_cast<double>(reduce)};
-      launch<T>(src, outer, reduce, inner, p, device, stream);
+      launch<T>(src, outer, reduce, inner, p, scratch, device, stream);
     } else {
       const SumPolicy<T, int64_t, int64_t> p{static_cast<int64_t*>(out), false, 0.0};
-      launch<T>(src, outer, reduce, inner, p, device, stream);
+      launch<T>(src, outer, reduce, inner, p, scratch, device, stream);
     }
   });
 }
 
 void extremum(DType dtype, const void* src, void* values, int64_t* indices, int64_t outer,
-              int64_t reduce, int64_t inner, bool is_max, int device, uint64_t stream) {
+              int64_t reduce, int64_t inner, bool is_max, void* scratch, int device,
+              uint64_t stream) {
   dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T start;
@@ -203,7 +259,7 @@ void extremum(DType dtype, const void* src, void* values, int64_t* indices, int6
     else
       start = is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
     const ExtremumPolicy<T> p{static_cast<T*>(values), indices, is_max, start};
-    launch<T>(src, outer, reduce, inner, p, device, stream);
+    launch<T>(src, outer, reduce, inner, p, scratch, device, stream);
   });
 }
 

@@ -72,7 +72,9 @@ Tensor expand_to(const Tensor& t, const IntList& shape) {
   return t.sizes() == shape ? t : expand(t, shape);
 }
 
-Tensor wrap_scalar(Scalar value, const Tensor& like) {
+namespace {
+// The dtype of a wrapped scalar `value` beside `like`.
+DType scalar_dtype(Scalar value, const Tensor& like) {
   DType d = like.dtype();
   if (!value.is_integral() && !is_floating_point(d)) d = kFloat32;
   if (value.is_integral() && d == kBool) d = kInt64;
@@ -80,10 +82,13 @@ Tensor wrap_scalar(Scalar value, const Tensor& like) {
   // type), as PyTorch reads it: `x * 0.1` multiplies by float(0.1), not by
   // 0.1 rounded to float16.  Promotion still gives x's dtype.
   if (is_reduced_float(d)) d = kFloat32;
-  const TensorOptions options = TensorOptions(d).device(like.device());
-  if (!like.is_cpu()) return scalar_tensor(value, options);
-  // Written directly: this runs once per `t * 2`, so it skips fill_'s loop.
-  Tensor t = empty({}, options);
+  return d;
+}
+
+// A 0-dim tensor of dtype d holding value on CPU device `device`, written
+// directly: this runs once per `t * 2`, so it skips fill_'s loop.
+Tensor cpu_scalar(Scalar value, DType d, Device device) {
+  Tensor t = empty({}, TensorOptions(d).device(device));
   dispatch_dtype(d, [&](auto tag) {
     using T = typename decltype(tag)::type;
     *static_cast<T*>(t.data_ptr()) = static_cast<T>(value.to_double());
@@ -91,19 +96,47 @@ Tensor wrap_scalar(Scalar value, const Tensor& like) {
   return t;
 }
 
+// The device a binary op of a and b runs on: theirs, or b's when a is a CPU
+// scalar beside a tensor of another device.
+Device binary_device(const Tensor& a, const Tensor& b) {
+  return is_cpu_scalar(a) && a.device() != b.device() ? b.device() : a.device();
+}
+
+// Same device, or a CPU scalar beside anything.
+void check_binary_devices(const char* name, const Tensor& a, const char* a_name, const Tensor& b,
+                          const char* b_name) {
+  if (a.device() == b.device() || is_cpu_scalar(a) || is_cpu_scalar(b)) return;
+  check_same_device(name, a, a_name, b, b_name);
+}
+}  // namespace
+
+bool is_cpu_scalar(const Tensor& t) { return t.is_cpu() && t.dim() == 0; }
+
+Tensor wrap_scalar(Scalar value, const Tensor& like) {
+  const DType d = scalar_dtype(value, like);
+  if (!like.is_cpu()) return scalar_tensor(value, TensorOptions(d).device(like.device()));
+  return cpu_scalar(value, d, like.device());
+}
+
+Tensor scalar_operand(Scalar value, const Tensor& like) {
+  // Beside a CPU tensor, on its (logical) CPU device, as before.
+  return cpu_scalar(value, scalar_dtype(value, like), like.is_cpu() ? like.device() : Device());
+}
+
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   const char* name = binary_op_name(op);
   check_defined(name, a, "self");
   check_defined(name, b, "other");
-  check_same_device(name, a, "self", b, "other");
-  check_kernel_device(name, a);
+  check_binary_devices(name, a, "self", b, "other");
+  const Device device = binary_device(a, b);
+  check_device_usable(device, name);
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType compute = promoted_dtype(a, b);
   if (rule_of(op) == optable::BinaryDType::kToFloat && !is_floating_point(compute)) compute = kFloat32;
   check_bool_arithmetic(op, compute, a, b);
   const DType result = result_dtype(op, a, b);
   compute = compute_dtype(compute);
-  Tensor out = empty(shape, TensorOptions(compute_dtype(result)).device(a.device()));
+  Tensor out = empty(shape, TensorOptions(compute_dtype(result)).device(device));
   const Tensor ea = expand_to(to(a, a.device(), compute), shape);
   const Tensor eb = expand_to(to(b, b.device(), compute), shape);
   binary_stub(out.device(), op, out, ea, eb, alpha);
@@ -114,7 +147,8 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
   const char* name = binary_op_name(op);
   check_defined(name, self, "self");
   check_defined(name, other, "other");
-  check_same_device(name, self, "self", other, "other");
+  // other may be a CPU scalar; self is written, so it is where the op runs.
+  if (!is_cpu_scalar(other)) check_same_device(name, self, "self", other, "other");
   check_kernel_device(name, self);
   const IntList shape = broadcast_shapes(self.sizes(), other.sizes(), name);
   LOOM_CHECK(shape == self.sizes(), name, "_: output with shape ", shape_str(self.sizes()),

@@ -30,8 +30,16 @@ DType result_dtype(BinaryOp op, const Tensor& a, const Tensor& b);
 // per operand in the common no-broadcast case).
 Tensor expand_to(const Tensor& t, const IntList& shape);
 // A 0-dim tensor for `value` next to `like`: like's dtype, or float32 when a
-// fractional value meets an integer tensor.
+// fractional value meets an integer tensor; on like's device.
 Tensor wrap_scalar(Scalar value, const Tensor& like);
+// The same value as the operand of binary/binary_: always a CPU 0-dim
+// tensor, which binary takes beside a tensor on any device (as PyTorch takes
+// a CPU scalar tensor beside CUDA ones).  A CUDA kernel then gets the value
+// in its arguments: no device allocation, no fill kernel per `x * 2`.
+Tensor scalar_operand(Scalar value, const Tensor& like);
+// Whether t may stand beside tensors of another device in binary/binary_: a
+// CPU 0-dim tensor.
+bool is_cpu_scalar(const Tensor& t);
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha = 1);
 // self = self op other, in place, computed in self's dtype (other broadcast

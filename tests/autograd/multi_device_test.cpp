@@ -69,6 +69,30 @@ TEST(MultiDevice, CrossDeviceOpNamesBothDevices) {
   EXPECT_LOOM_ERROR(a + b, "same device", "cpu", "cpu:1", ".to(device)");
 }
 
+// Scalar operands (`x * 2`, `2 - x`) are CPU 0-dim tensors made on the
+// tensor's own logical device, and a CPU 0-dim tensor from another device
+// may stand beside any tensor (as beside a CUDA one): the op runs where the
+// tensor is, and the scalar's gradient returns to the scalar's device.
+TEST(MultiDevice, ScalarOperandsRunOnTheTensorsDevice) {
+  const Device d1("cpu:1");
+  const Tensor x = full({3}, 4.0f, TensorOptions().device(d1));
+  EXPECT_EQ((x * 2).device(), d1);
+  EXPECT_EQ((2 - x).device(), d1);
+  EXPECT_EQ(x.gt(1).device(), d1);
+  EXPECT_TRUE(AllClose((2 - x).to(Device("cpu")), full({3}, -2.0f)));
+  Tensor w = scalar_tensor(3.0f).requires_grad_();  // on cpu:0
+  const Tensor xr = x.detach().requires_grad_();
+  const Tensor y = w * xr;
+  EXPECT_EQ(y.device(), d1);
+  y.sum().backward();
+  EXPECT_EQ(w.grad().device(), Device("cpu"));
+  EXPECT_FLOAT_EQ(w.grad().item<float>(), 12.0f);
+  EXPECT_EQ(xr.grad().device(), d1);
+  // A one-element tensor that is not 0-dim is no scalar.
+  const Tensor one = ones({1});
+  EXPECT_LOOM_ERROR(x + one, "same device", "cpu", "cpu:1");
+}
+
 TEST(MultiDevice, ErrorInOneDeviceThreadReachesCaller) {
   Tensor x1 = ones({2}, TensorOptions().device(Device("cpu:1"))).requires_grad_();
   Tensor y1 = x1 * 2.0f;

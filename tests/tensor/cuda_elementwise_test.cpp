@@ -2,7 +2,8 @@
 // against the CPU kernels as the oracle: every op, every dtype, and the
 // layouts the offset calculator must handle (transposed, narrowed, broadcast,
 // 0-d, empty) as well as the dense vectorised loop (long contiguous runs,
-// lengths that leave a tail, misaligned starts).  Tagged gpu; every case
+// lengths that leave a tail, misaligned starts), and scalar operands passed
+// to the kernels by value.  Tagged gpu; every case
 // skips itself where no GPU is visible.
 //
 // Parity: float32 within 1e-5 relative (plus 1e-7 absolute for results near
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/native/Binary.h"
 #include "tensor/native/Copy.h"
@@ -204,6 +206,57 @@ TEST_F(CudaElementwise, ScalarOperandsAndAlpha) {
   EXPECT_TRUE(Parity(i * 0.5, i.cpu() * 0.5));  // float32, as PyTorch
   EXPECT_TRUE(Parity(native::binary(native::binary_op<optable::Add>(), i, i, 3),
                      native::binary(native::binary_op<optable::Add>(), i.cpu(), i.cpu(), 3)));
+}
+
+// A scalar operand (`x * 2`, `2 - x`, comparisons, in place) is a CPU 0-dim
+// tensor (native::scalar_operand) that the kernels take by value: the only
+// allocation is the output's, and there is no fill kernel.
+TEST_F(CudaElementwise, ScalarOperandsTravelByValue) {
+  const Tensor x = sample(kFloat32, {1000}, 22).to(kGpu);
+  const Tensor c = x.cpu();
+  cuda::synchronize(0);
+  const int64_t before = cuda::memory_stats(0).num_allocs;
+  const Tensor y = x * 2;
+  EXPECT_EQ(cuda::memory_stats(0).num_allocs - before, 1);
+  EXPECT_TRUE(y.is_cuda());
+  EXPECT_TRUE(Parity(y, c * 2));
+  EXPECT_TRUE(Parity(2.5 - x, 2.5 - c));
+  EXPECT_TRUE(Parity(x / 3, c / 3));
+  EXPECT_TRUE(Parity(3 / x, 3 / c));
+  EXPECT_TRUE(Parity(x.gt(0.25), c.gt(0.25)));
+  EXPECT_TRUE(Parity(x.eq(x.cpu().select(0, 7).item()), c.eq(c.select(0, 7).item())));
+  // Strided and transposed operands, and the fallback for layouts of more
+  // dims than a kernel takes (contiguous copies, the scalar left as is).
+  const Tensor m = sample(kFloat32, {8, 9}, 23);
+  EXPECT_TRUE(Parity(m.to(kGpu).t() * 4, m.t() * 4));
+  const Tensor many = sample(kFloat32, {2, 2, 2, 2, 2, 2, 2, 2, 2}, 24);
+  auto reversed = [](const Tensor& t) { return t.permute({8, 7, 6, 5, 4, 3, 2, 1, 0}); };
+  EXPECT_TRUE(Parity(reversed(many.to(kGpu)) + 1.5, reversed(many) + 1.5));
+  // In place, integers, and an integer tensor times a fraction (float32).
+  Tensor g = x.clone(), h = c.clone();
+  g.add_(1);
+  h.add_(1);
+  g.mul_(-0.5);
+  h.mul_(-0.5);
+  EXPECT_TRUE(Parity(g, h));
+  const Tensor i = sample(kInt64, {10}, 25);
+  EXPECT_TRUE(Parity(i.to(kGpu) * 3, i * 3));
+  EXPECT_TRUE(Parity(i.to(kGpu) * 0.5, i * 0.5));
+  const Tensor u = sample(kUInt8, {10}, 26);
+  EXPECT_TRUE(Parity(u.to(kGpu) + 7, u + 7));
+  // A user's CPU 0-dim tensor beside CUDA ones, as PyTorch allows; its
+  // gradient comes back on the CPU.
+  Tensor w = scalar_tensor(2.0).requires_grad_();
+  const Tensor xr = x.detach().requires_grad_();
+  (xr * w).sum().backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_TRUE(w.grad().is_cpu());
+  EXPECT_NEAR(w.grad().item(), c.sum().item(), 1e-3);
+  EXPECT_TRUE(Parity(xr.grad(), full_like(c, 2.0)));
+  // Written into, a CPU scalar must not take a CUDA operand.
+  Tensor s0 = scalar_tensor(1.0);
+  EXPECT_LOOM_ERROR(native::binary_(native::binary_op<optable::Mul>(), s0, x), "mul", "cuda:0",
+                    "cpu");
 }
 
 TEST_F(CudaElementwise, SpecialFloatValues) {

@@ -2,7 +2,7 @@
 // on CUDA against the CPU kernels as the oracle, forward and backward through
 // autograd: batch norm training (batch statistics, running-stat update with
 // momentum and the unbiased variance, in place into strided running tensors
-// too) and eval, with and without weight/bias, 2-D to 5-D inputs; max pooling
+// too; channels long enough to be cut into tiles) and eval, with and without weight/bias, 2-D to 5-D inputs; max pooling
 // with its indices (equal to the CPU's, NaN and ties included), padding,
 // dilation, ceil_mode; average pooling with and without count_include_pad;
 // adaptive average pooling to larger, smaller and odd sizes; unbatched and
@@ -57,6 +57,30 @@ TEST_F(CudaNormPool, BatchNormTrainingUpdatesRunningStats) {
         EXPECT_TRUE(CloseScaled(rm_g, rm_c)) << "running_mean " << shape_str(shape);
         EXPECT_TRUE(CloseScaled(rv_g, rv_c)) << "running_var " << shape_str(shape);
       }
+}
+
+// Channels long enough to be cut into tiles over the batch and the spatial
+// run (BatchNormPlan.h), values far from zero (mean 100): statistics,
+// running stats and gradients as the CPU's.
+TEST_F(CudaNormPool, BatchNormTiledChannels) {
+  const std::vector<IntList> shapes = {{32, 3, 64, 64}, {2, 2, 200, 300}, {1, 1, 100000}};
+  for (DType d : kFloats)
+    for (const IntList& shape : shapes) {
+      const int64_t C = shape[1];
+      const Tensor rm = sample(d, {C}, 1), rv = sample(d, {C}, 2, 0.5, 2.0);
+      Tensor rm_c = rm.clone(), rv_c = rv.clone();
+      Tensor rm_g = rm.to(kGpu), rv_g = rv.to(kGpu);
+      EXPECT_TRUE(GradParity(
+          [&](const std::vector<Tensor>& in) {
+            const bool gpu = in[0].is_cuda();
+            return batch_norm(in[0], gpu ? rm_g : rm_c, gpu ? rv_g : rv_c, in[1], in[2], true,
+                              0.1, 1e-5);
+          },
+          {sample(d, shape, 3, 99, 101), sample(d, {C}, 4), sample(d, {C}, 5)}))
+          << dtype_name(d) << " " << shape_str(shape);
+      EXPECT_TRUE(CloseScaled(rm_g, rm_c)) << "running_mean " << shape_str(shape);
+      EXPECT_TRUE(CloseScaled(rv_g, rv_c)) << "running_var " << shape_str(shape);
+    }
 }
 
 TEST_F(CudaNormPool, BatchNormEvalAndStridedRunningStats) {

@@ -4,7 +4,10 @@
 // every dtype they take; both kernel shapes (rows: reduced dims innermost,
 // short runs per warp and long runs per block; columns: a kept dim inside
 // the reduced ones), non-contiguous inputs, ties and NaN (the first index
-// wins, NaN beats numbers), 0-d and empty tensors.  Tagged gpu; every case
+// wins, NaN beats numbers), 0-d and empty tensors, and reductions whose
+// outputs are too few to fill the GPU, which cut the reduced axis into chunks
+// combined in a second kernel (ReducePlan.h; ties across chunk borders keep
+// the first index).  Tagged gpu; every case
 // skips itself where no GPU is visible.
 //
 // Parity: float32 within 1e-5 relative (the GPU sums in double in a tree, the
@@ -151,6 +154,42 @@ TEST_F(CudaReduce, FullMaxMinArgmaxArgmin) {
     EXPECT_TRUE(Parity(native::argmax(g), native::argmax(x))) << dtype_name(d);
     EXPECT_TRUE(Parity(native::argmin(g), native::argmin(x))) << dtype_name(d);
   }
+}
+
+// Few outputs over a long reduced axis: the chunked kernels (ReducePlan.h).
+TEST_F(CudaReduce, ChunkedReductionsOfFewOutputs) {
+  struct Case {
+    IntList shape;
+    IntList dims;
+  };
+  // A full reduction (rows), two long rows, a sum over the batch of 64
+  // columns, and a long middle dim between a kept outer and inner.
+  const std::vector<Case> cases = {{{1 << 22}, {}}, {{2, 3000000}, {1}}, {{65536, 64}, {0}},
+                                   {{3, 40000, 5}, {1}}};
+  for (const Case& c : cases)
+    for (DType d : {kFloat32, kFloat64, kInt64}) {
+      const Tensor x = sample(d, c.shape, 9);
+      const Tensor g = x.to(kGpu);
+      const std::string what = std::string(dtype_name(d)) + " " + shape_str(c.shape) + " " +
+                               dims_str(c.dims, false);
+      EXPECT_TRUE(Parity(native::sum(g, c.dims, false), native::sum(x, c.dims, false))) << what;
+      if (c.dims.size() == 1) {
+        const auto [gv, gi] = native::max(g, c.dims[0], false);
+        const auto [cv, ci] = native::max(x, c.dims[0], false);
+        EXPECT_TRUE(Parity(gv, cv)) << what;
+        EXPECT_TRUE(Parity(gi, ci)) << what;  // integers tie often: the first index wins
+      } else {
+        EXPECT_TRUE(Parity(native::argmax(g), native::argmax(x))) << what;
+        EXPECT_TRUE(Parity(native::argmin(g), native::argmin(x))) << what;
+      }
+    }
+  // The maximum repeated every 4096 values from index 1000 on, so copies sit
+  // in every chunk: the first is reported.
+  std::vector<float> v(1 << 22, 0.0f);
+  for (size_t i = 1000; i < v.size(); i += 4096) v[i] = 7.0f;
+  const Tensor ties = tensor<float>(v, {static_cast<int64_t>(v.size())}).to(kGpu);
+  EXPECT_EQ(native::argmax(ties).item(), 1000.0);
+  EXPECT_EQ(native::max(ties).item(), 7.0);
 }
 
 TEST_F(CudaReduce, NanWinsAndTheFirstNanIsReported) {
