@@ -83,6 +83,11 @@ bool onednn_candidate(ConvPass pass, const native::ConvGeometry& g, DType dtype)
 
 }  // namespace
 
+bool conv_pass_runs(ConvPass pass, const native::ConvGeometry& g, DType dtype) {
+  if (dtype == kFloat32 || dtype == kFloat64) return true;
+  return dtype == kBFloat16 && onednn_candidate(pass, g, dtype);
+}
+
 bool conv_pass_settled_on_loom(ConvPass pass, const native::ConvGeometry& g, DType dtype) {
   if (!onednn_candidate(pass, g, dtype)) return true;
   if (onednn::conv_backend() == "onednn" || dtype == kBFloat16) return false;

@@ -9,10 +9,10 @@
 //           shape.  Passes under ~2 M multiply-adds skip the timing and run
 //           loom's (the reorders into oneDNN's layouts dominate there).
 //   onednn  oneDNN wherever it has a kernel, else loom's
-// A bfloat16 pass goes to oneDNN where it has a kernel (AVX512-BF16, AMX);
-// conv2d still widens 16-bit inputs to float32 before the kernels, so none
-// reaches them yet.
 //   loom    loom's own kernels only
+// A bfloat16 pass runs in oneDNN where it has a kernel for it (AVX512-BF16,
+// AMX) unless LOOM_CPU_CONV=loom; native::conv2d asks conv_pass_runs first and
+// computes in float32 (rounding once) where not.
 // Because the choice is timed, two processes may pick differently for one
 // shape (results then differ by float32 rounding); pin a backend for bitwise
 // repeatable runs.
@@ -26,6 +26,10 @@
 
 namespace loom {
 namespace cpu {
+
+// Whether a pass of g in dtype has a kernel here: float32 and float64
+// always (loom's), bfloat16 where oneDNN may run it.
+bool conv_pass_runs(onednn::ConvPass pass, const native::ConvGeometry& g, DType dtype);
 
 // Runs one pass of convolution g in dtype: run_loom or run_onednn, as chosen
 // above.  Each callable must compute the whole pass into its outputs

@@ -717,8 +717,20 @@ void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Te
   }
 }
 
+// Whether every pass in `passes` runs in dtype as it is (bfloat16: oneDNN).
+bool conv2d_takes(const ConvGeometry& g, DType dtype, int passes) {
+  using onednn::ConvPass;
+  return (!(passes & native::kConv2dForward) || conv_pass_runs(ConvPass::kForward, g, dtype)) &&
+         (!(passes & native::kConv2dBackwardData) ||
+          conv_pass_runs(ConvPass::kBackwardData, g, dtype)) &&
+         (!(passes & native::kConv2dBackwardWeights) ||
+          conv_pass_runs(ConvPass::kBackwardWeights, g, dtype));
+}
+
 }  // namespace
 
+static const native::RegisterKernel reg_conv2d_takes(native::conv2d_takes_stub, kCPU,
+                                                     &conv2d_takes);
 static const native::RegisterKernel reg_conv2d_forward(native::conv2d_forward_stub, kCPU,
                                                        &conv2d_forward_kernel);
 static const native::RegisterKernel reg_conv2d_backward(native::conv2d_backward_stub, kCPU,

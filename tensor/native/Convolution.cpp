@@ -10,6 +10,7 @@ namespace native {
 
 DispatchStub<Conv2dForwardKernel> conv2d_forward_stub("conv2d");
 DispatchStub<Conv2dBackwardKernel> conv2d_backward_stub("conv2d_backward");
+DispatchStub<Conv2dTakesKernel> conv2d_takes_stub("conv2d_takes");
 
 namespace {
 
@@ -20,9 +21,11 @@ IntList pair_arg(const IntList& v, const char* name) {
 }
 
 // Checks the arguments and returns the geometry for a 4-D input.
+// reduced: a float16/bfloat16 input is allowed (the caller decides how it runs).
 ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                 const IntList& stride_arg, const IntList& padding_arg,
-                                const IntList& dilation_arg, int64_t groups) {
+                                const IntList& dilation_arg, int64_t groups,
+                                bool reduced = false) {
   check_defined("conv2d", input, "input");
   check_defined("conv2d", weight, "weight");
   check_same_device("conv2d", input, "input", weight, "weight");
@@ -34,7 +37,8 @@ ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tens
              weight.describe());
   LOOM_CHECK(input.dtype() == weight.dtype(), "conv2d: input ", input.describe(),
              " and weight ", weight.describe(), " must have the same dtype");
-  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
+  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64 ||
+                 (reduced && is_reduced_float(input.dtype())),
              "conv2d: expected float32 or float64 tensors, got ", input.describe());
   check_kernel_device("conv2d", input);
   const IntList stride = pair_arg(stride_arg, "stride");
@@ -96,18 +100,29 @@ IntList output_shape(const ConvGeometry& g, bool batched) {
   return {g.out_channels, g.out_h, g.out_w};
 }
 
+// Whether a 16-bit input's passes run in its own dtype on its device.
+bool runs_in_reduced(const Tensor& input, const ConvGeometry& g, int passes) {
+  const DeviceType type = input.device().type;
+  return conv2d_takes_stub.has(type) &&
+         conv2d_takes_stub.get(input.device())(g, input.dtype(), passes);
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
               IntList padding, IntList dilation, int64_t groups) {
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (input.defined() && weight.defined() && is_reduced_float(input.dtype()) &&
-      weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()))
+  // float16/bfloat16: in that dtype where the device's kernels take it
+  // (oneDNN's bfloat16 kernels on the CPU), else computed in float32 and
+  // rounded once.
+  const bool reduced = input.defined() && weight.defined() && is_reduced_float(input.dtype()) &&
+                       weight.dtype() == input.dtype() &&
+                       (!bias.defined() || bias.dtype() == input.dtype());
+  const ConvGeometry g =
+      conv_geometry(input, weight, bias, stride, padding, dilation, groups, reduced);
+  if (reduced && !runs_in_reduced(input, g, kConv2dForward))
     return round_to(conv2d(widen(input), widen(weight), widen(bias), stride, padding, dilation,
                            groups),
                     input.dtype());
-  const ConvGeometry g =
-      conv_geometry(input, weight, bias, stride, padding, dilation, groups);
   Tensor out = empty(output_shape(g, input.dim() == 4),
                      TensorOptions(input.dtype()).device(input.device()));
   const Tensor x = contiguous(input), w = contiguous(weight);
@@ -120,8 +135,15 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      IntList stride, IntList padding, IntList dilation, int64_t groups,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias) {
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (is_reduced_float(input.dtype())) {
+  // float16/bfloat16 as in conv2d: in that dtype where the kernels take it.
+  const int passes = (need_input ? kConv2dBackwardData : 0) |
+                     (need_weight || need_bias ? kConv2dBackwardWeights : 0);
+  const bool reduced = is_reduced_float(input.dtype());
+  if (reduced && !(weight.defined() && weight.dtype() == input.dtype() &&
+                   runs_in_reduced(input,
+                                   conv_geometry(input, weight, Tensor(), stride, padding,
+                                                 dilation, groups, true),
+                                   passes))) {
     conv2d_backward(widen(grad_output), widen(input), widen(weight), stride, padding, dilation,
                     groups, need_input, need_weight, need_bias, grad_input, grad_weight,
                     grad_bias);
@@ -131,7 +153,7 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
     return;
   }
   const ConvGeometry g =
-      conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups);
+      conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups, reduced);
   const IntList out_shape = output_shape(g, input.dim() == 4);
   LOOM_CHECK(grad_output.sizes() == out_shape, "conv2d_backward: expected grad_output of shape ",
              shape_str(out_shape), ", got ", grad_output.describe());

@@ -33,8 +33,21 @@ using Conv2dBackwardKernel = void (*)(const ConvGeometry& g, const Tensor& input
                                       const Tensor& grad_input, const Tensor& grad_weight,
                                       const Tensor& grad_bias);
 
+// Passes of a convolution, as a bit mask.
+enum Conv2dPasses : int {
+  kConv2dForward = 1,
+  kConv2dBackwardData = 2,    // the input gradient
+  kConv2dBackwardWeights = 4  // the weight and bias gradients
+};
+// Whether the kernels take a 16-bit float dtype for every pass in `passes`
+// of g as it is (on the CPU: bfloat16 where oneDNN has kernels for it).  A
+// device without this slot, or a false answer, makes the native op compute in
+// float32 and round once.
+using Conv2dTakesKernel = bool (*)(const ConvGeometry& g, DType dtype, int passes);
+
 extern DispatchStub<Conv2dForwardKernel> conv2d_forward_stub;
 extern DispatchStub<Conv2dBackwardKernel> conv2d_backward_stub;
+extern DispatchStub<Conv2dTakesKernel> conv2d_takes_stub;
 
 }  // namespace native
 }  // namespace loom

@@ -154,6 +154,30 @@ TEST(HalfTypes, ConversionBetweenSixteenBitTypesGoesThroughFloat) {
             std::vector<bool>({true}));
 }
 
+// Contiguous float32 <-> bfloat16 copies take a vectorised loop
+// (tensor/cpu/Copy.cpp), strided ones the element loop of Half.h: the same
+// bits, over several parallel chunks, for special values and exact halfway
+// cases too.
+TEST(HalfTypes, ContiguousAndStridedConversionsAgree) {
+  Generator gen(5);
+  std::vector<float> v = randn({300, 257}, kFloat32, &gen).mul(1000.0).to_vector<float>();
+  const uint32_t specials[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u,
+                               0x80000000u, 0x00000001u, 0x007FFFFFu, 0x7F7FFFFFu, 0x3F808000u,
+                               0x3F818000u, 0xBF808000u, 0x3F80FFFFu, 0x3F7F8000u};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]); ++i)
+    std::memcpy(&v[i * 997], &specials[i], 4);
+  const Tensor x = tensor<float>(v, {300, 257});
+  const Tensor dense = x.to(kBFloat16);
+  const Tensor strided = x.t().to(kBFloat16).t().contiguous();
+  ASSERT_EQ(std::memcmp(dense.data_ptr(), strided.data_ptr(), dense.nbytes()), 0);
+  const Tensor wide = dense.to(kFloat32);
+  const Tensor wide_strided = dense.t().to(kFloat32).t().contiguous();
+  ASSERT_EQ(std::memcmp(wide.data_ptr(), wide_strided.data_ptr(), wide.nbytes()), 0);
+  // And each value as the scalar struct rounds it.
+  const uint16_t* b = static_cast<const uint16_t*>(dense.data_ptr());
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(b[i], BFloat16(v[i]).bits) << i;
+}
+
 TEST(HalfTypes, NamesSizesAndCategories) {
   EXPECT_EQ(dtype_name(kFloat16), "float16");
   EXPECT_EQ(dtype_name(kBFloat16), "bfloat16");

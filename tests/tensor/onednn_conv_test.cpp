@@ -2,8 +2,10 @@
 // kernels on the same buffers: every pass, the shapes of conv_test's chunking
 // cases plus ResNet's, concurrent calls from two logical devices' threads; the
 // per-shape choice between them (tensor/cpu/ConvChoice.h), the LOOM_CPU_CONV
-// switch and its error.
+// switch and its error; bfloat16 convolutions through native::conv2d (in
+// oneDNN's bfloat16 kernels where the CPU has them).
 #include <cstdlib>
+#include <iostream>
 #include <thread>
 
 #include "tensor/Parallel.h"
@@ -183,6 +185,57 @@ TEST(OneDnnConv, DispatchedConvMatchesLoomKernels) {
   EXPECT_TRUE(AllClose(gb2, gb_loom, 1e-4, 1e-3));
 }
 
+// bfloat16 convolutions (autocast's) run in oneDNN's bfloat16 kernels where
+// the CPU has them (AVX512-BF16, AMX) and LOOM_CPU_CONV is not loom, else in
+// float32 from the same bfloat16 values, rounded once: either way within
+// bfloat16's rounding of the float32 result, with bfloat16 outputs and
+// gradients (the bias-only backward too).
+TEST(OneDnnConv, Bfloat16ConvolutionsMatchFloat32Rounded) {
+  const bool pinned_loom = cpu::onednn::conv_backend() == "loom";
+  int native_passes = 0;
+  for (const Case& k : cases()) {
+    const native::ConvGeometry g = geometry(k);
+    const Buffers in = buffers(g, 21);
+    const Tensor x = in.x.to(kBFloat16), w = in.w.to(kBFloat16), b = in.b.to(kBFloat16);
+    const Tensor go = in.go.to(kBFloat16);
+    const IntList stride = {k.sh, k.sw}, pad = {k.ph, k.pw}, dil = {k.dh, k.dw};
+    const Tensor y = native::conv2d(x, w, b, stride, pad, dil, k.groups);
+    const Tensor y32 = native::conv2d(x.to(kFloat32), w.to(kFloat32), b.to(kFloat32), stride, pad,
+                                      dil, k.groups);
+    ASSERT_EQ(y.dtype(), kBFloat16);
+    // Sums of up to a few hundred products of bfloat16 values: float32
+    // accumulation in either order, one rounding to bfloat16 (2^-8 relative).
+    EXPECT_TRUE(AllClose(y.to(kFloat32), y32, 1e-2, 2e-2)) << shape_str({k.n, k.c, k.h, k.w});
+    Tensor gi, gw, gb, gi32, gw32, gb32;
+    native::conv2d_backward(go, x, w, stride, pad, dil, k.groups, true, true, true, gi, gw, gb);
+    native::conv2d_backward(go.to(kFloat32), x.to(kFloat32), w.to(kFloat32), stride, pad, dil,
+                            k.groups, true, true, true, gi32, gw32, gb32);
+    ASSERT_EQ(gi.dtype(), kBFloat16);
+    ASSERT_EQ(gw.dtype(), kBFloat16);
+    ASSERT_EQ(gb.dtype(), kBFloat16);
+    EXPECT_TRUE(AllClose(gi.to(kFloat32), gi32, 1e-2, 5e-2)) << "input grad";
+    EXPECT_TRUE(AllClose(gw.to(kFloat32), gw32, 1e-2, 2e-1)) << "weight grad";
+    EXPECT_TRUE(AllClose(gb.to(kFloat32), gb32, 1e-2, 2e-1)) << "bias grad";
+    Tensor gi2, gw2, gb2;
+    native::conv2d_backward(go, x, w, stride, pad, dil, k.groups, false, false, true, gi2, gw2,
+                            gb2);
+    EXPECT_FALSE(gi2.defined() || gw2.defined());
+    EXPECT_TRUE(AllClose(gb2.to(kFloat32), gb32, 1e-2, 2e-1)) << "bias-only grad";
+    const bool native = native::conv2d_takes_stub.get(Device())(
+        g, kBFloat16, native::kConv2dForward | native::kConv2dBackwardData |
+                          native::kConv2dBackwardWeights);
+    EXPECT_EQ(native, !pinned_loom && cpu::onednn::available(ConvPass::kForward, g, kBFloat16) &&
+                          cpu::onednn::available(ConvPass::kBackwardData, g, kBFloat16) &&
+                          cpu::onednn::available(ConvPass::kBackwardWeights, g, kBFloat16));
+    native_passes += native;
+  }
+  std::cout << native_passes << " of " << cases().size()
+            << " shapes ran in bfloat16 kernels (" << cpu::onednn::describe() << ")\n";
+  // float16 has no CPU kernel: always float32 and rounded.
+  EXPECT_FALSE(native::conv2d_takes_stub.get(Device())(geometry(cases()[0]), kFloat16,
+                                                       native::kConv2dForward));
+}
+
 // LOOM_CPU_CONV=auto times each large float32 pass once per shape and keeps
 // the choice; small passes stay with loom's kernels untimed.  Pinned
 // backends never time.
@@ -225,9 +278,10 @@ TEST(OneDnnConv, ConvTestPassesUnderEachBackend) {
     EXPECT_EQ(run_with_backend(conv_test, backend, "--gtest_brief=1"), 0)
         << "conv_test with LOOM_CPU_CONV=" << backend;
     EXPECT_EQ(run_with_backend("/proc/self/exe", backend,
-                               "--gtest_filter=OneDnnConv.ChoiceFollowsTheEnvironment"),
+                               "--gtest_filter=OneDnnConv.ChoiceFollowsTheEnvironment:"
+                               "OneDnnConv.Bfloat16ConvolutionsMatchFloat32Rounded"),
               0)
-        << "ChoiceFollowsTheEnvironment with LOOM_CPU_CONV=" << backend;
+        << "ChoiceFollowsTheEnvironment and the bfloat16 test with LOOM_CPU_CONV=" << backend;
   }
 }
 
