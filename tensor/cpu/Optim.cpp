@@ -4,6 +4,7 @@
 // tensor/BUILD: no multiply-add is fused into an FMA) and trajectories match
 // PyTorch's bit for bit.
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/Parallel.h"
 #include "tensor/native/Optim.h"
@@ -11,6 +12,38 @@
 namespace loom {
 namespace cpu {
 namespace {
+
+// One SGD update over [b, e) with the flags as template arguments, so the
+// loop has no branches and vectorises (one instantiation per combination);
+// each element rounds exactly as the scalar code would (no contraction in
+// this file).  m is null without momentum.
+template <typename T, bool kMaximize, bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
+void sgd_update(T* w, const T* g, T* m, int64_t b, int64_t e, T lr, T wd, T mom, T damp) {
+#pragma omp simd
+  for (int64_t i = b; i < e; ++i) {
+    T d = kMaximize ? -g[i] : g[i];
+    if constexpr (kDecay) d = d + wd * w[i];
+    if constexpr (kMomentum) {
+      T next;
+      if constexpr (kFirst) {
+        next = d;
+      } else {
+        const T decayed = m[i] * mom;
+        next = decayed + damp * d;
+      }
+      m[i] = next;
+      d = kNesterov ? d + mom * next : next;
+    }
+    w[i] = w[i] - lr * d;
+  }
+}
+
+// f(std::integral_constant<bool, flag>) for a run-time flag.
+template <typename F>
+void with_flag(bool flag, const F& f) {
+  if (flag) f(std::true_type{});
+  else f(std::false_type{});
+}
 
 void sgd_step_kernel(const std::vector<native::SGDParam>& group, const native::SGDHyper& h) {
   for (const native::SGDParam& s : group) {
@@ -21,23 +54,20 @@ void sgd_step_kernel(const std::vector<native::SGDParam>& group, const native::S
       T* m = s.momentum_buffer.defined() ? s.momentum_buffer.data_ptr<T>() : nullptr;
       const T lr = static_cast<T>(h.lr), wd = static_cast<T>(h.weight_decay);
       const T mom = static_cast<T>(h.momentum), damp = static_cast<T>(1 - h.dampening);
-      const bool use_wd = h.weight_decay != 0, use_mom = h.momentum != 0;
-      const bool first = s.first;
-      parallel_for(0, s.param.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          T d = h.maximize ? -g[i] : g[i];
-          if (use_wd) d = d + wd * w[i];
-          if (use_mom) {
-            if (first) {
-              m[i] = d;
-            } else {
-              const T decayed = m[i] * mom;
-              m[i] = decayed + damp * d;
-            }
-            d = h.nesterov ? d + mom * m[i] : m[i];
-          }
-          w[i] = w[i] - lr * d;
-        }
+      with_flag(h.maximize, [&](auto maximize) {
+        with_flag(h.weight_decay != 0, [&](auto decay) {
+          with_flag(h.momentum != 0, [&](auto momentum) {
+            with_flag(s.first, [&](auto first) {
+              with_flag(h.nesterov, [&](auto nesterov) {
+                parallel_for(0, s.param.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+                  sgd_update<T, decltype(maximize)::value, decltype(decay)::value,
+                             decltype(momentum)::value, decltype(first)::value,
+                             decltype(nesterov)::value>(w, g, m, b, e, lr, wd, mom, damp);
+                });
+              });
+            });
+          });
+        });
       });
     });
   }
