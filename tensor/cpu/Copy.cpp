@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tensor/Parallel.h"
+#include "tensor/cpu/Bfloat16Runs.h"
 
 #include "tensor/cpu/Loops.h"
 #include "tensor/native/Copy.h"
@@ -12,30 +13,17 @@ namespace loom {
 namespace cpu {
 namespace {
 
-// float32 <-> bfloat16 over n contiguous values, vectorised (`omp simd`: GCC's
-// -O2 cost model leaves the generic conversion loop scalar, 11x slower when
-// narrowing, and autocast converts every activation it hands a bfloat16
-// kernel).  The same bits as half_bits: round to nearest even, NaN to 0xFFFF;
-// widening is exact.
-void narrow_to_bfloat16(const float* src, BFloat16* dst, int64_t n) {
+// Contiguous float32 <-> bfloat16 copies (autocast converts every
+// activation it hands a bfloat16 kernel) in Bfloat16Runs.h's vectorised loops.
+void narrow_to_bfloat16_parallel(const float* src, BFloat16* dst, int64_t n) {
   parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    const uint32_t* x = reinterpret_cast<const uint32_t*>(src);
-    uint16_t* out = reinterpret_cast<uint16_t*>(dst);
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) {
-      const uint32_t v = x[i];
-      const uint32_t rounded = (v + 0x7FFFu + ((v >> 16) & 1u)) >> 16;
-      out[i] = static_cast<uint16_t>((v & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : rounded);
-    }
+    narrow_to_bfloat16(src + begin, dst + begin, end - begin);
   });
 }
 
-void widen_from_bfloat16(const BFloat16* src, float* dst, int64_t n) {
+void widen_bfloat16_parallel(const BFloat16* src, float* dst, int64_t n) {
   parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    const uint16_t* x = reinterpret_cast<const uint16_t*>(src);
-    uint32_t* out = reinterpret_cast<uint32_t*>(dst);
-#pragma omp simd
-    for (int64_t i = begin; i < end; ++i) out[i] = static_cast<uint32_t>(x[i]) << 16;
+    widen_bfloat16(src + begin, dst + begin, end - begin);
   });
 }
 
@@ -46,13 +34,13 @@ void copy_kernel(const Tensor& dst, const Tensor& src, bool /*non_blocking*/) {
     return;
   }
   if (dense && dst.dtype() == kBFloat16 && src.dtype() == kFloat32) {
-    narrow_to_bfloat16(static_cast<const float*>(src.data_ptr()),
-                       static_cast<BFloat16*>(dst.data_ptr()), dst.numel());
+    narrow_to_bfloat16_parallel(static_cast<const float*>(src.data_ptr()),
+                                static_cast<BFloat16*>(dst.data_ptr()), dst.numel());
     return;
   }
   if (dense && dst.dtype() == kFloat32 && src.dtype() == kBFloat16) {
-    widen_from_bfloat16(static_cast<const BFloat16*>(src.data_ptr()),
-                        static_cast<float*>(dst.data_ptr()), dst.numel());
+    widen_bfloat16_parallel(static_cast<const BFloat16*>(src.data_ptr()),
+                            static_cast<float*>(dst.data_ptr()), dst.numel());
     return;
   }
   dispatch_all_dtypes(dst.dtype(), [&](auto dtag) {

@@ -5,10 +5,12 @@
 // coefficients, so each pass is one fused streaming loop.
 #include "tensor/cpu/Normalization.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "tensor/Parallel.h"
+#include "tensor/cpu/Bfloat16Runs.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/Normalization.h"
 
@@ -24,97 +26,173 @@ void for_channels(const BatchNormShape& s, const Fn& fn) {
   });
 }
 
-template <typename T>
+// Run loops over n values of storage type T, computing in A (A = T, or float
+// for BFloat16: each value widened in registers).
+template <typename A, typename T>
 double run_sum(const T* x, int64_t n) {
-  T acc = 0;
+  A acc = 0;
 #pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += x[i];
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<A>(x[i]);
   return static_cast<double>(acc);
 }
 
-template <typename T>
-double run_sq_dev(const T* x, int64_t n, T mean) {
-  T acc = 0;
+template <typename A, typename T>
+double run_sq_dev(const T* x, int64_t n, A mean) {
+  A acc = 0;
 #pragma omp simd reduction(+ : acc)
   for (int64_t i = 0; i < n; ++i) {
-    const T d = x[i] - mean;
+    const A d = static_cast<A>(x[i]) - mean;
     acc += d * d;
   }
   return static_cast<double>(acc);
 }
 
-template <typename T>
-double run_dot_dev(const T* dy, const T* x, int64_t n, T mean) {
-  T acc = 0;
+template <typename A, typename T>
+double run_dot_dev(const T* dy, const T* x, int64_t n, A mean) {
+  A acc = 0;
 #pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += dy[i] * (x[i] - mean);
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<A>(dy[i]) * (static_cast<A>(x[i]) - mean);
   return static_cast<double>(acc);
 }
 
-template <typename T>
-void run_affine(const T* x, int64_t n, T a, T b, T* y) {
+template <typename A, typename T>
+void run_affine(const T* x, int64_t n, A a, A b, T* y) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<A>(x[i]) * a + b);
+}
+
+// dx = a * dy + b * x + k over a run.
+template <typename A, typename T>
+void run_dx(const T* dy, const T* x, int64_t n, A a, A b, A k, T* dx) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = static_cast<T>(a * static_cast<A>(dy[i]) + b * static_cast<A>(x[i]) + k);
+}
+
+// bfloat16 runs: widened a chunk at a time into float32 buffers on the stack
+// (vectorised, Bfloat16Runs.h), then the float32 loops above; outputs
+// rounded back a chunk at a time.  Sums add the chunks' float sums in double.
+constexpr int64_t kChunk = 1024;
+
+template <typename A>
+double run_sum(const BFloat16* x, int64_t n) {
+  float buf[kChunk];
+  double total = 0;
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    widen_bfloat16(x + i, buf, len);
+    total += run_sum<float>(buf, len);
+  }
+  return total;
+}
+
+template <typename A>
+double run_sq_dev(const BFloat16* x, int64_t n, float mean) {
+  float buf[kChunk];
+  double total = 0;
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    widen_bfloat16(x + i, buf, len);
+    total += run_sq_dev<float>(buf, len, mean);
+  }
+  return total;
+}
+
+template <typename A>
+double run_dot_dev(const BFloat16* dy, const BFloat16* x, int64_t n, float mean) {
+  float gbuf[kChunk], xbuf[kChunk];
+  double total = 0;
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    widen_bfloat16(dy + i, gbuf, len);
+    widen_bfloat16(x + i, xbuf, len);
+    total += run_dot_dev<float>(gbuf, xbuf, len, mean);
+  }
+  return total;
+}
+
+template <typename A>
+void run_affine(const BFloat16* x, int64_t n, float a, float b, BFloat16* y) {
+  float buf[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    widen_bfloat16(x + i, buf, len);
+    run_affine<float>(buf, len, a, b, buf);
+    narrow_to_bfloat16(buf, y + i, len);
+  }
+}
+
+template <typename A>
+void run_dx(const BFloat16* dy, const BFloat16* x, int64_t n, float a, float b, float k,
+            BFloat16* dx) {
+  float gbuf[kChunk], xbuf[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    widen_bfloat16(dy + i, gbuf, len);
+    widen_bfloat16(x + i, xbuf, len);
+    run_dx<float>(gbuf, xbuf, len, a, b, k, gbuf);
+    narrow_to_bfloat16(gbuf, dx + i, len);
+  }
 }
 
 }  // namespace
 
-template <typename T>
-void batch_norm_train_forward(const BatchNormShape& s, const T* x, const T* weight, const T* bias,
-                              double eps, T* y, T* mean, T* var, T* invstd) {
+template <typename T, typename A>
+void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weight, const A* bias,
+                              double eps, T* y, A* mean, A* var, A* invstd) {
   const int64_t C = s.channels, S = s.spatial;
   const double count = static_cast<double>(s.batch * S);
   for_channels(s, [&](int64_t c) {
     double sum = 0;
-    for (int64_t n = 0; n < s.batch; ++n) sum += run_sum(x + (n * C + c) * S, S);
-    const T m = static_cast<T>(sum / count);
+    for (int64_t n = 0; n < s.batch; ++n) sum += run_sum<A>(x + (n * C + c) * S, S);
+    const A m = static_cast<A>(sum / count);
     double sq = 0;
-    for (int64_t n = 0; n < s.batch; ++n) sq += run_sq_dev(x + (n * C + c) * S, S, m);
+    for (int64_t n = 0; n < s.batch; ++n) sq += run_sq_dev<A>(x + (n * C + c) * S, S, m);
     const double v = sq / count;
     const double is = 1.0 / std::sqrt(v + eps);
     mean[c] = m;
-    var[c] = static_cast<T>(v);
-    invstd[c] = static_cast<T>(is);
+    var[c] = static_cast<A>(v);
+    invstd[c] = static_cast<A>(is);
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
     const double b = bias ? static_cast<double>(bias[c]) : 0.0;
-    const T a = static_cast<T>(w * is), shift = static_cast<T>(b - static_cast<double>(m) * w * is);
+    const A a = static_cast<A>(w * is), shift = static_cast<A>(b - static_cast<double>(m) * w * is);
     for (int64_t n = 0; n < s.batch; ++n)
-      run_affine(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S);
+      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S);
   });
 }
 
-template <typename T>
-void batch_norm_apply(const BatchNormShape& s, const T* x, const T* mean, const T* invstd,
-                      const T* weight, const T* bias, T* y) {
+template <typename T, typename A>
+void batch_norm_apply(const BatchNormShape& s, const T* x, const A* mean, const A* invstd,
+                      const A* weight, const A* bias, T* y) {
   const int64_t C = s.channels, S = s.spatial;
   for_channels(s, [&](int64_t c) {
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
     const double b = bias ? static_cast<double>(bias[c]) : 0.0;
     const double is = static_cast<double>(invstd[c]);
-    const T a = static_cast<T>(w * is);
-    const T shift = static_cast<T>(b - static_cast<double>(mean[c]) * w * is);
+    const A a = static_cast<A>(w * is);
+    const A shift = static_cast<A>(b - static_cast<double>(mean[c]) * w * is);
     for (int64_t n = 0; n < s.batch; ++n)
-      run_affine(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S);
+      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S);
   });
 }
 
-template <typename T>
-void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x, const T* mean,
-                         const T* invstd, const T* weight, bool training, T* grad_input,
-                         T* grad_weight, T* grad_bias) {
+template <typename T, typename A>
+void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x, const A* mean,
+                         const A* invstd, const A* weight, bool training, T* grad_input,
+                         A* grad_weight, A* grad_bias) {
   const int64_t C = s.channels, S = s.spatial;
   const double count = static_cast<double>(s.batch * S);
   for_channels(s, [&](int64_t c) {
-    const T m = mean[c];
+    const A m = mean[c];
     double sum_dy = 0, sum_dy_xmu = 0;
     for (int64_t n = 0; n < s.batch; ++n) {
       const int64_t off = (n * C + c) * S;
-      sum_dy += run_sum(grad_out + off, S);
-      sum_dy_xmu += run_dot_dev(grad_out + off, x + off, S, m);
+      sum_dy += run_sum<A>(grad_out + off, S);
+      sum_dy_xmu += run_dot_dev<A>(grad_out + off, x + off, S, m);
     }
     const double is = static_cast<double>(invstd[c]);
-    if (grad_weight) grad_weight[c] = static_cast<T>(sum_dy_xmu * is);
-    if (grad_bias) grad_bias[c] = static_cast<T>(sum_dy);
+    if (grad_weight) grad_weight[c] = static_cast<A>(sum_dy_xmu * is);
+    if (grad_bias) grad_bias[c] = static_cast<A>(sum_dy);
     if (!grad_input) return;
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
     // dx = a * dy + b * x + k
@@ -124,14 +202,10 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x,
       b = -w * is * is * is * (sum_dy_xmu / count);
       k = -w * is * (sum_dy / count) - b * static_cast<double>(m);
     }
-    const T ta = static_cast<T>(a), tb = static_cast<T>(b), tk = static_cast<T>(k);
+    const A ta = static_cast<A>(a), tb = static_cast<A>(b), tk = static_cast<A>(k);
     for (int64_t n = 0; n < s.batch; ++n) {
       const int64_t off = (n * C + c) * S;
-      const T* dy = grad_out + off;
-      const T* xx = x + off;
-      T* dx = grad_input + off;
-#pragma omp simd
-      for (int64_t i = 0; i < S; ++i) dx[i] = ta * dy[i] + tb * xx[i] + tk;
+      run_dx<A>(grad_out + off, x + off, S, ta, tb, tk, grad_input + off);
     }
   });
 }
@@ -142,16 +216,25 @@ template void batch_norm_train_forward<float>(const BatchNormShape&, const float
 template void batch_norm_train_forward<double>(const BatchNormShape&, const double*,
                                                const double*, const double*, double, double*,
                                                double*, double*, double*);
+template void batch_norm_train_forward<BFloat16, float>(const BatchNormShape&, const BFloat16*,
+                                                        const float*, const float*, double,
+                                                        BFloat16*, float*, float*, float*);
 template void batch_norm_apply<float>(const BatchNormShape&, const float*, const float*,
                                       const float*, const float*, const float*, float*);
 template void batch_norm_apply<double>(const BatchNormShape&, const double*, const double*,
                                        const double*, const double*, const double*, double*);
+template void batch_norm_apply<BFloat16, float>(const BatchNormShape&, const BFloat16*,
+                                                const float*, const float*, const float*,
+                                                const float*, BFloat16*);
 template void batch_norm_backward<float>(const BatchNormShape&, const float*, const float*,
                                          const float*, const float*, const float*, bool, float*,
                                          float*, float*);
 template void batch_norm_backward<double>(const BatchNormShape&, const double*, const double*,
                                           const double*, const double*, const double*, bool,
                                           double*, double*, double*);
+template void batch_norm_backward<BFloat16, float>(const BatchNormShape&, const BFloat16*,
+                                                   const BFloat16*, const float*, const float*,
+                                                   const float*, bool, BFloat16*, float*, float*);
 
 // ---- the dispatch slots (native/Normalization.h) ----------------------------------
 
@@ -162,58 +245,91 @@ const T* cptr(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
 }
 
+// The slots' bodies for activations of T and statistics/parameters of A.
+template <typename T, typename A>
+void batch_norm_typed(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
+                      const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                      bool training, double momentum, double eps, const Tensor& out,
+                      const Tensor& save_mean, const Tensor& save_invstd) {
+  const int64_t count = s.batch * s.spatial;
+  A* mean = static_cast<A*>(save_mean.data_ptr());
+  A* invstd = static_cast<A*>(save_invstd.data_ptr());
+  if (training) {
+    std::vector<A> var(s.channels);
+    batch_norm_train_forward<T, A>(s, cptr<T>(x), cptr<A>(weight), cptr<A>(bias), eps,
+                                   static_cast<T*>(out.data_ptr()), mean, var.data(), invstd);
+    if (running_mean.defined()) {
+      // running = (1 - momentum) * running + momentum * batch (variance unbiased).
+      Tensor rm = native::contiguous(running_mean), rv = native::contiguous(running_var);
+      A* pm = static_cast<A*>(rm.data_ptr());
+      A* pv = static_cast<A*>(rv.data_ptr());
+      const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
+      for (int64_t c = 0; c < s.channels; ++c) {
+        pm[c] = static_cast<A>((1 - momentum) * pm[c] + momentum * mean[c]);
+        pv[c] = static_cast<A>((1 - momentum) * pv[c] + momentum * var[c] * unbias);
+      }
+      if (!rm.is_same(running_mean)) native::copy_(running_mean, rm);
+      if (!rv.is_same(running_var)) native::copy_(running_var, rv);
+      running_mean.bump_version();
+      running_var.bump_version();
+    }
+  } else {
+    const Tensor rm = native::contiguous(running_mean), rv = native::contiguous(running_var);
+    const A* pm = cptr<A>(rm);
+    const A* pv = cptr<A>(rv);
+    for (int64_t c = 0; c < s.channels; ++c) {
+      mean[c] = pm[c];
+      invstd[c] = static_cast<A>(1.0 / std::sqrt(static_cast<double>(pv[c]) + eps));
+    }
+    batch_norm_apply<T, A>(s, cptr<T>(x), mean, invstd, cptr<A>(weight), cptr<A>(bias),
+                           static_cast<T*>(out.data_ptr()));
+  }
+}
+
+// x and out of float32, float64 or bfloat16; the statistics and parameters
+// of x's dtype, float32 for bfloat16 (native::batch_norm sees to it).
 void batch_norm_kernel(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
                        const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                        bool training, double momentum, double eps, const Tensor& out,
                        const Tensor& save_mean, const Tensor& save_invstd) {
-  const int64_t count = s.batch * s.spatial;
+  if (x.dtype() == kBFloat16)
+    return batch_norm_typed<BFloat16, float>(s, x, weight, bias, running_mean, running_var,
+                                             training, momentum, eps, out, save_mean,
+                                             save_invstd);
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* mean = static_cast<T*>(save_mean.data_ptr());
-    T* invstd = static_cast<T*>(save_invstd.data_ptr());
-    if (training) {
-      std::vector<T> var(s.channels);
-      batch_norm_train_forward<T>(s, cptr<T>(x), cptr<T>(weight), cptr<T>(bias), eps,
-                                  static_cast<T*>(out.data_ptr()), mean, var.data(), invstd);
-      if (running_mean.defined()) {
-        // running = (1 - momentum) * running + momentum * batch (variance unbiased).
-        Tensor rm = native::contiguous(running_mean), rv = native::contiguous(running_var);
-        T* pm = static_cast<T*>(rm.data_ptr());
-        T* pv = static_cast<T*>(rv.data_ptr());
-        const double unbias = static_cast<double>(count) / static_cast<double>(count - 1);
-        for (int64_t c = 0; c < s.channels; ++c) {
-          pm[c] = static_cast<T>((1 - momentum) * pm[c] + momentum * mean[c]);
-          pv[c] = static_cast<T>((1 - momentum) * pv[c] + momentum * var[c] * unbias);
-        }
-        if (!rm.is_same(running_mean)) native::copy_(running_mean, rm);
-        if (!rv.is_same(running_var)) native::copy_(running_var, rv);
-        running_mean.bump_version();
-        running_var.bump_version();
-      }
-    } else {
-      const Tensor rm = native::contiguous(running_mean), rv = native::contiguous(running_var);
-      const T* pm = cptr<T>(rm);
-      const T* pv = cptr<T>(rv);
-      for (int64_t c = 0; c < s.channels; ++c) {
-        mean[c] = pm[c];
-        invstd[c] = static_cast<T>(1.0 / std::sqrt(static_cast<double>(pv[c]) + eps));
-      }
-      batch_norm_apply<T>(s, cptr<T>(x), mean, invstd, cptr<T>(weight), cptr<T>(bias),
-                          static_cast<T*>(out.data_ptr()));
-    }
+    batch_norm_typed<T, T>(s, x, weight, bias, running_mean, running_var, training, momentum, eps,
+                           out, save_mean, save_invstd);
   });
+}
+
+template <typename T, typename A>
+void batch_norm_backward_typed(const BatchNormShape& s, const Tensor& grad_output,
+                               const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& save_invstd, bool training, const Tensor& grad_input,
+                               const Tensor& grad_weight, const Tensor& grad_bias) {
+  auto out = [](const Tensor& t, auto* type) {
+    return t.defined() ? static_cast<decltype(type)>(t.data_ptr()) : nullptr;
+  };
+  batch_norm_backward<T, A>(s, cptr<T>(grad_output), cptr<T>(x), cptr<A>(save_mean),
+                            cptr<A>(save_invstd), cptr<A>(weight), training,
+                            out(grad_input, static_cast<T*>(nullptr)),
+                            out(grad_weight, static_cast<A*>(nullptr)),
+                            out(grad_bias, static_cast<A*>(nullptr)));
 }
 
 void batch_norm_backward_kernel(const BatchNormShape& s, const Tensor& grad_output,
                                 const Tensor& x, const Tensor& weight, const Tensor& save_mean,
                                 const Tensor& save_invstd, bool training, const Tensor& grad_input,
                                 const Tensor& grad_weight, const Tensor& grad_bias) {
+  if (x.dtype() == kBFloat16)
+    return batch_norm_backward_typed<BFloat16, float>(s, grad_output, x, weight, save_mean,
+                                                      save_invstd, training, grad_input,
+                                                      grad_weight, grad_bias);
   dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto out = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr; };
-    batch_norm_backward<T>(s, cptr<T>(grad_output), cptr<T>(x), cptr<T>(save_mean),
-                           cptr<T>(save_invstd), cptr<T>(weight), training, out(grad_input),
-                           out(grad_weight), out(grad_bias));
+    batch_norm_backward_typed<T, T>(s, grad_output, x, weight, save_mean, save_invstd, training,
+                                    grad_input, grad_weight, grad_bias);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "tensor/Half.h"
 #include "tensor/native/BatchNormShape.h"
 
 namespace loom {
@@ -15,22 +16,24 @@ using native::BatchNormShape;  // tensor/native/BatchNormShape.h
 // Training forward: per channel mean and biased variance of x (written to
 // mean / var), then y = (x - mean) / sqrt(var + eps) * weight + bias
 // (weight/bias may be null: 1 and 0).  invstd receives 1 / sqrt(var + eps).
-template <typename T>
-void batch_norm_train_forward(const BatchNormShape& s, const T* x, const T* weight, const T* bias,
-                              double eps, T* y, T* mean, T* var, T* invstd);
+// T: the activations' type (x, y, grad_out, grad_input); A: the statistics'
+// and parameters' (mean, var, invstd, weight, bias and their gradients), and
+// the type the arithmetic runs in.  A = T for float32 and float64;
+// T = BFloat16 computes in A = float, each value converted in registers: the
+// same numbers as converting the tensors to float32 first and rounding the
+// result to bfloat16, without the two full-size copies.
+template <typename T, typename A = T>
+void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weight, const A* bias,
+                              double eps, T* y, A* mean, A* var, A* invstd);
 
-// y = (x - mean) * invstd * weight + bias with given per-channel statistics.
-template <typename T>
-void batch_norm_apply(const BatchNormShape& s, const T* x, const T* mean, const T* invstd,
-                      const T* weight, const T* bias, T* y);
+template <typename T, typename A = T>
+void batch_norm_apply(const BatchNormShape& s, const T* x, const A* mean, const A* invstd,
+                      const A* weight, const A* bias, T* y);
 
-// Backward with the statistics used in the forward.  training: the batch
-// statistics depend on x (the full formula); otherwise they are constants.
-// Null outputs are skipped; grad_weight/grad_bias are written even if weight is null.
-template <typename T>
-void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x, const T* mean,
-                         const T* invstd, const T* weight, bool training, T* grad_input,
-                         T* grad_weight, T* grad_bias);
+template <typename T, typename A = T>
+void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x, const A* mean,
+                         const A* invstd, const A* weight, bool training, T* grad_input,
+                         A* grad_weight, A* grad_bias);
 
 }  // namespace cpu
 }  // namespace loom

@@ -21,7 +21,20 @@ BatchNormShape bn_shape(const Tensor& input) {
   return s;
 }
 
-// A per-channel parameter or statistic: undefined, or C values of input's dtype.
+// The dtype of the statistics and parameters beside input: its own, float32
+// for bfloat16 activations (which the CPU kernels take as they are).
+DType stats_dtype(const Tensor& input) {
+  return input.dtype() == kBFloat16 ? kFloat32 : input.dtype();
+}
+
+// Whether the kernels take input's 16-bit dtype as it is: bfloat16 on the
+// CPU (activations in bfloat16, arithmetic and statistics in float32).
+bool takes_reduced(const Tensor& input) {
+  return input.dtype() == kBFloat16 && input.is_cpu();
+}
+
+// A per-channel parameter or statistic: undefined, or C values of
+// stats_dtype(input).
 void check_channel_tensor(const Tensor& input, const Tensor& t, const char* name) {
   if (!t.defined()) return;
   check_same_device("batch_norm", input, "input", t, name);
@@ -29,21 +42,67 @@ void check_channel_tensor(const Tensor& input, const Tensor& t, const char* name
   LOOM_CHECK(t.numel() == C && t.dim() <= 1, "batch_norm: expected ", name, " of shape [", C,
              "] for input ", shape_str(input.sizes()), " (C = ", C, " channels), got ",
              shape_str(t.sizes()));
-  LOOM_CHECK(t.dtype() == input.dtype(), "batch_norm: expected ", name, " of dtype ",
-             dtype_name(input.dtype()), ", got ", t.describe());
+  LOOM_CHECK(t.dtype() == stats_dtype(input), "batch_norm: expected ", name, " of dtype ",
+             dtype_name(stats_dtype(input)), ", got ", t.describe());
 }
 
+}  // namespace
+
+namespace {
+// batch_norm and batch_norm_backward; checked_reduced: called back by
+// themselves for a bfloat16 CPU input with float32 parameters.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input,
+                                                   const Tensor& running_mean,
+                                                   const Tensor& running_var, const Tensor& weight,
+                                                   const Tensor& bias, bool training,
+                                                   double momentum, double eps,
+                                                   bool checked_reduced);
+void batch_norm_backward_impl(const Tensor& grad_output, const Tensor& input,
+                              const Tensor& weight, const Tensor& save_mean,
+                              const Tensor& save_invstd, bool training, bool need_input,
+                              bool need_weight, bool need_bias, Tensor& grad_input,
+                              Tensor& grad_weight, Tensor& grad_bias, bool checked_reduced);
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor& weight,
                                               const Tensor& bias, bool training, double momentum,
                                               double eps) {
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  // The parameters and running statistics may be float32 beside a 16-bit
-  // input (as PyTorch allows); 16-bit running statistics are updated through
-  // a float32 copy.  save_mean and save_invstd stay float32.
-  if (input.defined() && is_reduced_float(input.dtype())) {
+  return batch_norm_impl(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                         false);
+}
+
+void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                         bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
+                         Tensor& grad_weight, Tensor& grad_bias) {
+  batch_norm_backward_impl(grad_output, input, weight, save_mean, save_invstd, training,
+                           need_input, need_weight, need_bias, grad_input, grad_weight, grad_bias,
+                           false);
+}
+
+namespace {
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input,
+                                                   const Tensor& running_mean,
+                                                   const Tensor& running_var, const Tensor& weight,
+                                                   const Tensor& bias, bool training,
+                                                   double momentum, double eps,
+                                                   bool checked_reduced) {
+  // float16/bfloat16: the parameters and running statistics may be float32
+  // beside a 16-bit input (as PyTorch allows); 16-bit running statistics are
+  // updated through a float32 copy.  save_mean and save_invstd are float32.
+  // bfloat16 on the CPU runs as it is (the kernels widen in registers);
+  // otherwise computed in float32 and rounded once.
+  if (!checked_reduced && input.defined() && takes_reduced(input)) {
+    const Tensor rm = widen(running_mean), rv = widen(running_var);
+    auto result = batch_norm_impl(input, rm, rv, widen(weight), widen(bias), training, momentum,
+                                  eps, /*checked_reduced=*/true);
+    if (training && rm.defined() && !rm.is_same(running_mean)) copy_(running_mean, rm);
+    if (training && rv.defined() && !rv.is_same(running_var)) copy_(running_var, rv);
+    return result;
+  }
+  if (!checked_reduced && input.defined() && is_reduced_float(input.dtype())) {
     const Tensor rm = widen(running_mean), rv = widen(running_var);
     auto [out, save_mean, save_invstd] =
         batch_norm(widen(input), rm, rv, widen(weight), widen(bias), training, momentum, eps);
@@ -55,7 +114,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
   LOOM_CHECK(input.dim() >= 2,
              "batch_norm: expected input of shape (N, C, ...) with at least 2 dims, got ",
              input.describe());
-  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64,
+  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64 ||
+                 (checked_reduced && takes_reduced(input)),
              "batch_norm: expected a float32 or float64 input, got ", input.describe());
   check_kernel_device("batch_norm", input);
   check_channel_tensor(input, weight, "weight");
@@ -72,10 +132,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
              "batch_norm: Expected more than 1 value per channel when training, got input size ",
              shape_str(input.sizes()));
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
+  const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
   const Tensor x = contiguous(input);
   Tensor out = empty(input.sizes(), options);
-  Tensor save_mean = empty({s.channels}, options);
-  Tensor save_invstd = empty({s.channels}, options);
+  Tensor save_mean = empty({s.channels}, stats);
+  Tensor save_invstd = empty({s.channels}, stats);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
   batch_norm_stub(input.device(), s, x, w, b, running_mean, running_var, training, momentum, eps,
@@ -83,12 +144,24 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
   return {out, save_mean, save_invstd};
 }
 
-void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
-                         bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
-                         Tensor& grad_weight, Tensor& grad_bias) {
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (input.defined() && is_reduced_float(input.dtype())) {
+void batch_norm_backward_impl(const Tensor& grad_output, const Tensor& input,
+                              const Tensor& weight, const Tensor& save_mean,
+                              const Tensor& save_invstd, bool training, bool need_input,
+                              bool need_weight, bool need_bias, Tensor& grad_input,
+                              Tensor& grad_weight, Tensor& grad_bias, bool checked_reduced) {
+  // float16/bfloat16 as in batch_norm: bfloat16 on the CPU as it is (the
+  // parameter gradients in float32, then in the weight's dtype), otherwise
+  // computed in float32 and rounded once.
+  if (!checked_reduced && input.defined() && takes_reduced(input)) {
+    const DType wd = weight.defined() ? weight.dtype() : input.dtype();
+    batch_norm_backward_impl(grad_output, input, widen(weight), widen(save_mean),
+                             widen(save_invstd), training, need_input, need_weight, need_bias,
+                             grad_input, grad_weight, grad_bias, /*checked_reduced=*/true);
+    grad_weight = round_to(grad_weight, wd);
+    grad_bias = round_to(grad_bias, wd);
+    return;
+  }
+  if (!checked_reduced && input.defined() && is_reduced_float(input.dtype())) {
     batch_norm_backward(widen(grad_output), widen(input), widen(weight), widen(save_mean),
                         widen(save_invstd), training, need_input, need_weight, need_bias,
                         grad_input, grad_weight, grad_bias);
@@ -103,17 +176,20 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
              ", got ", grad_output.describe());
   const BatchNormShape s = bn_shape(input);
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
+  const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
   const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()));
   const Tensor x = contiguous(input);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
   if (need_input) grad_input = empty(input.sizes(), options);
-  if (need_weight) grad_weight = empty({s.channels}, options);
-  if (need_bias) grad_bias = empty({s.channels}, options);
+  if (need_weight) grad_weight = empty({s.channels}, stats);
+  if (need_bias) grad_bias = empty({s.channels}, stats);
   if (!need_input && !need_weight && !need_bias) return;
   batch_norm_backward_stub(input.device(), s, go, x, w, contiguous(save_mean),
                            contiguous(save_invstd), training, need_input ? grad_input : Tensor(),
                            need_weight ? grad_weight : Tensor(), need_bias ? grad_bias : Tensor());
 }
+
+}  // namespace
 
 }  // namespace native
 }  // namespace loom

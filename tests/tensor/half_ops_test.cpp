@@ -1,10 +1,12 @@
 // Ops on float16 and bfloat16 tensors: every op of the unary and binary
 // tables, the scalar ops, in-place forms, reductions and data movement give
 // exactly the float32 result rounded once into the 16-bit type (reductions
-// accumulate in float32), with PyTorch's result dtypes; so do losses and
-// optimizer steps.
+// accumulate in float32), with PyTorch's result dtypes; so do losses,
+// optimizer steps and batch norm (whose CPU kernels read bfloat16 as it is).
+#include "tensor/CpuMemory.h"
 #include "tensor/native/Binary.h"
 #include "tensor/native/Loss.h"
+#include "tensor/native/Normalization.h"
 #include "tensor/native/Optim.h"
 #include "tensor/native/Unary.h"
 #include "tests/TestUtil.h"
@@ -169,6 +171,64 @@ TEST(HalfOps, LossesAndOptimizerStepsComputeInFloat32) {
     EXPECT_TRUE(Identical(p, p32.to(d)));
     EXPECT_TRUE(Identical(buf, buf32.to(d)));
   }
+}
+
+// Batch norm on a 16-bit input, forward and backward, training and eval,
+// float32 or 16-bit parameters: the float32 computation rounded once, float32
+// statistics, running statistics updated alike.  On the CPU the bfloat16
+// kernels widen in registers instead of through copies; their vector sums
+// may group differently from the float32 kernels', so float32 results agree
+// to float32 rounding and 16-bit ones to one unit in the last place.
+TEST(HalfOps, BatchNormIsTheRoundedFloat32Result) {
+  for (DType d : kHalfTypes)
+    for (bool training : {true, false})
+      for (DType pd : {kFloat32, d}) {
+        const std::string what = std::string(dtype_name(d)) + (training ? " train" : " eval") +
+                                 ", parameters " + dtype_name(pd);
+        const Tensor x = sample(d, {4, 6, 5, 7}, 9), dy = sample(d, {4, 6, 5, 7}, 10);
+        const Tensor w = sample(kFloat32, {6}, 11).to(pd), b = sample(kFloat32, {6}, 12).to(pd);
+        Tensor rm = sample(kFloat32, {6}, 13).to(pd), rv = (sample(kFloat32, {6}, 14).abs() + 0.5).to(pd);
+        Tensor rm32 = wide(rm), rv32 = wide(rv);
+        auto [y, mean, invstd] = native::batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
+        auto [y32, mean32, invstd32] =
+            native::batch_norm(wide(x), rm32, rv32, wide(w), wide(b), training, 0.1, 1e-5);
+        EXPECT_TRUE(testing::AllClose(wide(y), wide(y32.to(d)), 8e-3, 1e-6)) << what;
+        EXPECT_EQ(y.dtype(), d) << what;
+        EXPECT_TRUE(testing::AllClose(mean, mean32, 1e-5, 1e-7)) << what;
+        EXPECT_TRUE(testing::AllClose(invstd, invstd32, 1e-5, 1e-7)) << what;
+        EXPECT_TRUE(testing::AllClose(wide(rm), wide(rm32.to(pd)), 8e-3, 1e-6)) << what;
+        EXPECT_TRUE(testing::AllClose(wide(rv), wide(rv32.to(pd)), 8e-3, 1e-6)) << what;
+        Tensor gi, gw, gb, gi32, gw32, gb32;
+        native::batch_norm_backward(dy, x, w, mean, invstd, training, true, true, true, gi, gw, gb);
+        native::batch_norm_backward(wide(dy), wide(x), wide(w), mean32, invstd32, training, true,
+                                    true, true, gi32, gw32, gb32);
+        EXPECT_TRUE(testing::AllClose(wide(gi), wide(gi32.to(d)), 8e-3, 1e-6)) << what;
+        EXPECT_EQ(gi.dtype(), d) << what;
+        EXPECT_TRUE(testing::AllClose(wide(gw), wide(gw32.to(pd)), pd == kFloat32 ? 1e-5 : 8e-3, 1e-6)) << what;
+        EXPECT_EQ(gw.dtype(), pd) << what;
+        EXPECT_TRUE(testing::AllClose(wide(gb), wide(gb32.to(pd)), pd == kFloat32 ? 1e-5 : 8e-3, 1e-6)) << what;
+      }
+}
+
+// bfloat16 batch norm on the CPU reads and writes bfloat16 as it is: no
+// float32 copy of the input or the output (the peak grows by the bfloat16
+// output and the statistics, not by 4-byte copies).
+TEST(HalfOps, CpuBatchNormOnBfloat16MakesNoFloat32Copies) {
+  if (cpu::allocator_mode() != "caching") GTEST_SKIP() << "needs the caching CPU allocator's statistics";
+  const Tensor x = sample(kBFloat16, {8, 16, 64, 64}, 15), dy = sample(kBFloat16, {8, 16, 64, 64}, 16);
+  const int64_t bytes = x.nbytes();
+  cpu::reset_peak_memory_stats();
+  const int64_t before = cpu::memory_allocated();
+  auto [y, mean, invstd] = native::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+  EXPECT_LT(cpu::max_memory_allocated() - before, bytes + 65536) << "forward";
+  Tensor gi, gw, gb;
+  cpu::reset_peak_memory_stats();
+  const int64_t before_backward = cpu::memory_allocated();
+  native::batch_norm_backward(dy, x, Tensor(), mean, invstd, true, true, true, true, gi, gw, gb);
+  EXPECT_LT(cpu::max_memory_allocated() - before_backward, bytes + 65536) << "backward";
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  EXPECT_EQ(gi.dtype(), kBFloat16);
+  EXPECT_EQ(mean.dtype(), kFloat32);
 }
 
 }  // namespace
