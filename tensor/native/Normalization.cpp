@@ -49,40 +49,9 @@ void check_channel_tensor(const Tensor& input, const Tensor& t, const char* name
 }  // namespace
 
 namespace {
+
 // batch_norm and batch_norm_backward; checked_reduced: called back by
 // themselves for a bfloat16 CPU input with float32 parameters.
-std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input,
-                                                   const Tensor& running_mean,
-                                                   const Tensor& running_var, const Tensor& weight,
-                                                   const Tensor& bias, bool training,
-                                                   double momentum, double eps,
-                                                   bool checked_reduced);
-void batch_norm_backward_impl(const Tensor& grad_output, const Tensor& input,
-                              const Tensor& weight, const Tensor& save_mean,
-                              const Tensor& save_invstd, bool training, bool need_input,
-                              bool need_weight, bool need_bias, Tensor& grad_input,
-                              Tensor& grad_weight, Tensor& grad_bias, bool checked_reduced);
-}  // namespace
-
-std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& running_mean,
-                                              const Tensor& running_var, const Tensor& weight,
-                                              const Tensor& bias, bool training, double momentum,
-                                              double eps) {
-  return batch_norm_impl(input, running_mean, running_var, weight, bias, training, momentum, eps,
-                         false);
-}
-
-void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
-                         bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
-                         Tensor& grad_weight, Tensor& grad_bias) {
-  batch_norm_backward_impl(grad_output, input, weight, save_mean, save_invstd, training,
-                           need_input, need_weight, need_bias, grad_input, grad_weight, grad_bias,
-                           false);
-}
-
-namespace {
-
 std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input,
                                                    const Tensor& running_mean,
                                                    const Tensor& running_var, const Tensor& weight,
@@ -190,6 +159,23 @@ void batch_norm_backward_impl(const Tensor& grad_output, const Tensor& input,
 }
 
 }  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& running_mean,
+                                              const Tensor& running_var, const Tensor& weight,
+                                              const Tensor& bias, bool training, double momentum,
+                                              double eps) {
+  return batch_norm_impl(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                         false);
+}
+
+void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                         const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                         bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
+                         Tensor& grad_weight, Tensor& grad_bias) {
+  batch_norm_backward_impl(grad_output, input, weight, save_mean, save_invstd, training,
+                           need_input, need_weight, need_bias, grad_input, grad_weight, grad_bias,
+                           false);
+}
 
 }  // namespace native
 }  // namespace loom

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "tensor/cuda/BatchNormPlan.h"
@@ -88,46 +89,48 @@ struct KernelSums {
   std::vector<double> sum_dy, sum_dy_xmu;
 };
 
+// Sums of the pairs f(offset) over channel c: each tile's values in order,
+// then the tiles in order, as the kernels combine them.
+template <typename F>
+std::pair<double, double> tiled_sums(const BatchNormShape& s, const BatchNormPlan& p, int64_t c,
+                                     const F& f) {
+  double a = 0, b = 0;
+  for (int64_t t = 0; t < p.splits(); ++t) {
+    const BatchNormTile tile = batch_norm_tile(p, s, t);
+    double ta = 0, tb = 0;
+    for (int64_t r = tile.r0; r < tile.r1; ++r)
+      for (int64_t i = tile.s0; i < tile.s1; ++i) {
+        const auto [va, vb] = f((r * s.channels + c) * s.spatial + i);
+        ta += va;
+        tb += vb;
+      }
+    a += ta;
+    b += tb;
+  }
+  return {a, b};
+}
+
 // The backward uses `saved_mean` (the forward's), as the kernels do.
 template <typename T>
 KernelSums<T> kernel_sums(const BatchNormShape& s, const BatchNormPlan& p, const T* x,
                           const T* dy, const T* saved_mean, double eps) {
-  const int64_t C = s.channels, S = s.spatial;
   KernelSums<T> out;
-  for (int64_t c = 0; c < C; ++c) {
-    const double shift = static_cast<double>(x[c * S]);
-    double s1 = 0, s2 = 0;
-    for (int64_t t = 0; t < p.splits(); ++t) {
-      const BatchNormTile tile = batch_norm_tile(p, s, t);
-      double t1 = 0, t2 = 0;
-      for (int64_t n = tile.r0; n < tile.r1; ++n)
-        for (int64_t i = tile.s0; i < tile.s1; ++i) {
-          const double d = static_cast<double>(x[(n * C + c) * S + i]) - shift;
-          t1 += d;
-          t2 += d * d;
-        }
-      s1 += t1;
-      s2 += t2;
-    }
-    const double n = static_cast<double>(s.batch * S);
+  for (int64_t c = 0; c < s.channels; ++c) {
+    const double shift = static_cast<double>(x[c * s.spatial]);
+    const auto [s1, s2] = tiled_sums(s, p, c, [&](int64_t off) {
+      const double d = static_cast<double>(x[off]) - shift;
+      return std::make_pair(d, d * d);
+    });
+    const double n = static_cast<double>(s.batch * s.spatial);
     const T m = static_cast<T>(shift + s1 / n);
     const double v = squared_deviations(s1, s2, n, shift, static_cast<double>(m)) / n;
     out.mean.push_back(m);
     out.invstd.push_back(static_cast<T>(1.0 / std::sqrt(v + eps)));
     const T sm = saved_mean[c];
-    double g1 = 0, g2 = 0;
-    for (int64_t t = 0; t < p.splits(); ++t) {
-      const BatchNormTile tile = batch_norm_tile(p, s, t);
-      double t1 = 0, t2 = 0;
-      for (int64_t r = tile.r0; r < tile.r1; ++r)
-        for (int64_t i = tile.s0; i < tile.s1; ++i) {
-          const int64_t off = (r * C + c) * S + i;
-          t1 += static_cast<double>(dy[off]);
-          t2 += static_cast<double>(dy[off]) * static_cast<double>(x[off] - sm);
-        }
-      g1 += t1;
-      g2 += t2;
-    }
+    const auto [g1, g2] = tiled_sums(s, p, c, [&](int64_t off) {
+      const double g = static_cast<double>(dy[off]);
+      return std::make_pair(g, g * static_cast<double>(x[off] - sm));
+    });
     out.sum_dy.push_back(g1);
     out.sum_dy_xmu.push_back(g2);
   }
