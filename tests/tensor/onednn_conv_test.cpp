@@ -256,10 +256,12 @@ TEST(OneDnnConv, ChoiceFollowsTheEnvironment) {
   EXPECT_EQ(after.decided - before.decided, backend == "auto" && have ? 1 : 0);
   EXPECT_TRUE(cpu::conv_pass_settled_on_loom(ConvPass::kForward, small, kFloat32) ||
               backend == "onednn");
-  if (backend == "loom")
+  if (backend == "loom") {
     EXPECT_TRUE(cpu::conv_pass_settled_on_loom(ConvPass::kForward, big, kFloat32));
-  if (backend == "onednn")
+  }
+  if (backend == "onednn") {
     EXPECT_EQ(cpu::conv_pass_settled_on_loom(ConvPass::kForward, big, kFloat32), !have);
+  }
 }
 
 int run_with_backend(const std::string& binary, const char* backend, const char* arg) {
