@@ -5,7 +5,6 @@
 
 #include "tensor/Parallel.h"
 #include "tensor/cpu/Bfloat16Runs.h"
-
 #include "tensor/cpu/Loops.h"
 #include "tensor/native/Copy.h"
 
@@ -13,18 +12,15 @@ namespace loom {
 namespace cpu {
 namespace {
 
-// Contiguous float32 <-> bfloat16 copies (autocast converts every
+// run(src, dst, n) over n contiguous values, split across the intra-op
+// threads: the float32 <-> bfloat16 copies (autocast converts every
 // activation it hands a bfloat16 kernel) in Bfloat16Runs.h's vectorised loops.
-void narrow_to_bfloat16_parallel(const float* src, BFloat16* dst, int64_t n) {
-  parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    narrow_to_bfloat16(src + begin, dst + begin, end - begin);
-  });
-}
-
-void widen_bfloat16_parallel(const BFloat16* src, float* dst, int64_t n) {
-  parallel_for(0, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    widen_bfloat16(src + begin, dst + begin, end - begin);
-  });
+template <typename S, typename D>
+void convert_parallel(const void* src, void* dst, int64_t n, void (*run)(const S*, D*, int64_t)) {
+  const S* s = static_cast<const S*>(src);
+  D* d = static_cast<D*>(dst);
+  parallel_for(0, n, kElementwiseGrain,
+               [&](int64_t begin, int64_t end) { run(s + begin, d + begin, end - begin); });
 }
 
 void copy_kernel(const Tensor& dst, const Tensor& src, bool /*non_blocking*/) {
@@ -33,16 +29,10 @@ void copy_kernel(const Tensor& dst, const Tensor& src, bool /*non_blocking*/) {
     if (dst.nbytes() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     return;
   }
-  if (dense && dst.dtype() == kBFloat16 && src.dtype() == kFloat32) {
-    narrow_to_bfloat16_parallel(static_cast<const float*>(src.data_ptr()),
-                                static_cast<BFloat16*>(dst.data_ptr()), dst.numel());
-    return;
-  }
-  if (dense && dst.dtype() == kFloat32 && src.dtype() == kBFloat16) {
-    widen_bfloat16_parallel(static_cast<const BFloat16*>(src.data_ptr()),
-                            static_cast<float*>(dst.data_ptr()), dst.numel());
-    return;
-  }
+  if (dense && dst.dtype() == kBFloat16 && src.dtype() == kFloat32)
+    return convert_parallel(src.data_ptr(), dst.data_ptr(), dst.numel(), &narrow_to_bfloat16);
+  if (dense && dst.dtype() == kFloat32 && src.dtype() == kBFloat16)
+    return convert_parallel(src.data_ptr(), dst.data_ptr(), dst.numel(), &widen_bfloat16);
   dispatch_all_dtypes(dst.dtype(), [&](auto dtag) {
     using D = typename decltype(dtag)::type;
     dispatch_all_dtypes(src.dtype(), [&](auto stag) {

@@ -190,10 +190,6 @@ __global__ void reduce_combine(const typename P::acc_t* __restrict__ partial, in
   }
 }
 
-int grid_limit(int64_t want) {
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, 65535)));
-}
-
 template <typename T, typename P>
 void launch(const void* src, int64_t outer, int64_t reduce, int64_t inner, const P& p,
             void* scratch, int device, uint64_t stream) {
@@ -210,12 +206,11 @@ void launch(const void* src, int64_t outer, int64_t reduce, int64_t inner, const
   const unsigned z = static_cast<unsigned>(plan.splits);
   if (inner == 1) {
     const int group = plan.chunk <= kWarpRunLimit ? 32 : kThreads;
-    const int64_t groups = kThreads / group;
-    const dim3 grid(grid_limit((outer + groups - 1) / groups), 1, z);
+    const dim3 grid(blocks_for(outer, kThreads / group), 1, z);
     reduce_rows<T, P><<<grid, kThreads, 0, s>>>(x, outer, reduce, group, p, chunks);
   } else {
     const dim3 block(kColumnsX, kColumnsY);
-    const dim3 grid(grid_limit((inner + kColumnsX - 1) / kColumnsX), grid_limit(outer), z);
+    const dim3 grid(blocks_for(inner, kColumnsX), grid_for(outer), z);
     reduce_columns<T, P><<<grid, block, 0, s>>>(x, outer, reduce, inner, p, chunks);
   }
   LOOM_CUDA_CHECK(cudaGetLastError());

@@ -107,6 +107,35 @@ bool runs_in_reduced(const Tensor& input, const ConvGeometry& g, int passes) {
          conv2d_takes_stub.get(input.device())(g, input.dtype(), passes);
 }
 
+// The kernels on operands conv_geometry has checked (g is theirs).
+Tensor conv2d_checked(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
+                      const Tensor& bias) {
+  Tensor out = empty(output_shape(g, input.dim() == 4),
+                     TensorOptions(input.dtype()).device(input.device()));
+  const Tensor x = contiguous(input), w = contiguous(weight);
+  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  conv2d_forward_stub(input.device(), g, x, w, b, out);
+  return out;
+}
+
+void conv2d_backward_checked(const ConvGeometry& g, const Tensor& grad_output,
+                             const Tensor& input, const Tensor& weight, bool need_input,
+                             bool need_weight, bool need_bias, Tensor& grad_input,
+                             Tensor& grad_weight, Tensor& grad_bias) {
+  const IntList out_shape = output_shape(g, input.dim() == 4);
+  LOOM_CHECK(grad_output.sizes() == out_shape, "conv2d_backward: expected grad_output of shape ",
+             shape_str(out_shape), ", got ", grad_output.describe());
+  const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
+  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()));
+  const Tensor x = contiguous(input), w = contiguous(weight);
+  if (need_input) grad_input = empty(input.sizes(), options);
+  if (need_weight) grad_weight = empty(weight.sizes(), options);
+  if (need_bias) grad_bias = empty({g.out_channels}, options);
+  if (!need_input && !need_weight && !need_bias) return;
+  conv2d_backward_stub(input.device(), g, x, w, go, need_input ? grad_input : Tensor(),
+                       need_weight ? grad_weight : Tensor(), need_bias ? grad_bias : Tensor());
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
@@ -120,52 +149,42 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   const ConvGeometry g =
       conv_geometry(input, weight, bias, stride, padding, dilation, groups, reduced);
   if (reduced && !runs_in_reduced(input, g, kConv2dForward))
-    return round_to(conv2d(widen(input), widen(weight), widen(bias), stride, padding, dilation,
-                           groups),
-                    input.dtype());
-  Tensor out = empty(output_shape(g, input.dim() == 4),
-                     TensorOptions(input.dtype()).device(input.device()));
-  const Tensor x = contiguous(input), w = contiguous(weight);
-  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
-  conv2d_forward_stub(input.device(), g, x, w, b, out);
-  return out;
+    return round_to(conv2d_checked(g, widen(input), widen(weight), widen(bias)), input.dtype());
+  return conv2d_checked(g, input, weight, bias);
 }
 
 void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                      IntList stride, IntList padding, IntList dilation, int64_t groups,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias) {
-  // float16/bfloat16 as in conv2d: in that dtype where the kernels take it.
-  const int passes = (need_input ? kConv2dBackwardData : 0) |
-                     (need_weight || need_bias ? kConv2dBackwardWeights : 0);
   const bool reduced = is_reduced_float(input.dtype());
-  if (reduced && !(weight.defined() && weight.dtype() == input.dtype() &&
-                   runs_in_reduced(input,
-                                   conv_geometry(input, weight, Tensor(), stride, padding,
-                                                 dilation, groups, true),
-                                   passes))) {
-    conv2d_backward(widen(grad_output), widen(input), widen(weight), stride, padding, dilation,
-                    groups, need_input, need_weight, need_bias, grad_input, grad_weight,
-                    grad_bias);
+  // The gradients of a 16-bit input computed in float32, in its dtype.
+  const auto round_grads = [&] {
     grad_input = round_to(grad_input, input.dtype());
     grad_weight = round_to(grad_weight, input.dtype());
     grad_bias = round_to(grad_bias, input.dtype());
+  };
+  if (reduced && !(weight.defined() && weight.dtype() == input.dtype())) {
+    // A 16-bit input beside a weight of another dtype: both in float32.
+    conv2d_backward(widen(grad_output), widen(input), widen(weight), stride, padding, dilation,
+                    groups, need_input, need_weight, need_bias, grad_input, grad_weight,
+                    grad_bias);
+    round_grads();
     return;
   }
   const ConvGeometry g =
       conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups, reduced);
-  const IntList out_shape = output_shape(g, input.dim() == 4);
-  LOOM_CHECK(grad_output.sizes() == out_shape, "conv2d_backward: expected grad_output of shape ",
-             shape_str(out_shape), ", got ", grad_output.describe());
-  const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
-  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()));
-  const Tensor x = contiguous(input), w = contiguous(weight);
-  if (need_input) grad_input = empty(input.sizes(), options);
-  if (need_weight) grad_weight = empty(weight.sizes(), options);
-  if (need_bias) grad_bias = empty({g.out_channels}, options);
-  if (!need_input && !need_weight && !need_bias) return;
-  conv2d_backward_stub(input.device(), g, x, w, go, need_input ? grad_input : Tensor(),
-                       need_weight ? grad_weight : Tensor(), need_bias ? grad_bias : Tensor());
+  // float16/bfloat16 as in conv2d: in that dtype where the kernels take it.
+  const int passes = (need_input ? kConv2dBackwardData : 0) |
+                     (need_weight || need_bias ? kConv2dBackwardWeights : 0);
+  if (reduced && !runs_in_reduced(input, g, passes)) {
+    conv2d_backward_checked(g, widen(grad_output), widen(input), widen(weight), need_input,
+                            need_weight, need_bias, grad_input, grad_weight, grad_bias);
+    round_grads();
+    return;
+  }
+  conv2d_backward_checked(g, grad_output, input, weight, need_input, need_weight, need_bias,
+                          grad_input, grad_weight, grad_bias);
 }
 
 }  // namespace native

@@ -46,45 +46,19 @@ void check_channel_tensor(const Tensor& input, const Tensor& t, const char* name
              dtype_name(stats_dtype(input)), ", got ", t.describe());
 }
 
-}  // namespace
-
-namespace {
-
-// batch_norm and batch_norm_backward; checked_reduced: called back by
-// themselves for a bfloat16 CPU input with float32 parameters.
-std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input,
-                                                   const Tensor& running_mean,
-                                                   const Tensor& running_var, const Tensor& weight,
-                                                   const Tensor& bias, bool training,
-                                                   double momentum, double eps,
-                                                   bool checked_reduced) {
-  // float16/bfloat16: the parameters and running statistics may be float32
-  // beside a 16-bit input (as PyTorch allows); 16-bit running statistics are
-  // updated through a float32 copy.  save_mean and save_invstd are float32.
-  // bfloat16 on the CPU runs as it is (the kernels widen in registers);
-  // otherwise computed in float32 and rounded once.
-  if (!checked_reduced && input.defined() && takes_reduced(input)) {
-    const Tensor rm = widen(running_mean), rv = widen(running_var);
-    auto result = batch_norm_impl(input, rm, rv, widen(weight), widen(bias), training, momentum,
-                                  eps, /*checked_reduced=*/true);
-    if (training && rm.defined() && !rm.is_same(running_mean)) copy_(running_mean, rm);
-    if (training && rv.defined() && !rv.is_same(running_var)) copy_(running_var, rv);
-    return result;
-  }
-  if (!checked_reduced && input.defined() && is_reduced_float(input.dtype())) {
-    const Tensor rm = widen(running_mean), rv = widen(running_var);
-    auto [out, save_mean, save_invstd] =
-        batch_norm(widen(input), rm, rv, widen(weight), widen(bias), training, momentum, eps);
-    if (training && rm.defined() && !rm.is_same(running_mean)) copy_(running_mean, rm);
-    if (training && rv.defined() && !rv.is_same(running_var)) copy_(running_var, rv);
-    return {round_to(out, input.dtype()), save_mean, save_invstd};
-  }
+// batch_norm on an input the kernels take as it is (float32, float64;
+// bfloat16 on the CPU with float32 parameters).
+std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
+                                                      const Tensor& running_mean,
+                                                      const Tensor& running_var,
+                                                      const Tensor& weight, const Tensor& bias,
+                                                      bool training, double momentum,
+                                                      double eps) {
   check_defined("batch_norm", input, "input");
   LOOM_CHECK(input.dim() >= 2,
              "batch_norm: expected input of shape (N, C, ...) with at least 2 dims, got ",
              input.describe());
-  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64 ||
-                 (checked_reduced && takes_reduced(input)),
+  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64 || takes_reduced(input),
              "batch_norm: expected a float32 or float64 input, got ", input.describe());
   check_kernel_device("batch_norm", input);
   check_channel_tensor(input, weight, "weight");
@@ -113,33 +87,12 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input,
   return {out, save_mean, save_invstd};
 }
 
-void batch_norm_backward_impl(const Tensor& grad_output, const Tensor& input,
-                              const Tensor& weight, const Tensor& save_mean,
-                              const Tensor& save_invstd, bool training, bool need_input,
-                              bool need_weight, bool need_bias, Tensor& grad_input,
-                              Tensor& grad_weight, Tensor& grad_bias, bool checked_reduced) {
-  // float16/bfloat16 as in batch_norm: bfloat16 on the CPU as it is (the
-  // parameter gradients in float32, then in the weight's dtype), otherwise
-  // computed in float32 and rounded once.
-  if (!checked_reduced && input.defined() && takes_reduced(input)) {
-    const DType wd = weight.defined() ? weight.dtype() : input.dtype();
-    batch_norm_backward_impl(grad_output, input, widen(weight), widen(save_mean),
-                             widen(save_invstd), training, need_input, need_weight, need_bias,
-                             grad_input, grad_weight, grad_bias, /*checked_reduced=*/true);
-    grad_weight = round_to(grad_weight, wd);
-    grad_bias = round_to(grad_bias, wd);
-    return;
-  }
-  if (!checked_reduced && input.defined() && is_reduced_float(input.dtype())) {
-    batch_norm_backward(widen(grad_output), widen(input), widen(weight), widen(save_mean),
-                        widen(save_invstd), training, need_input, need_weight, need_bias,
-                        grad_input, grad_weight, grad_bias);
-    const DType wd = weight.defined() ? weight.dtype() : input.dtype();
-    grad_input = round_to(grad_input, input.dtype());
-    grad_weight = round_to(grad_weight, wd);
-    grad_bias = round_to(grad_bias, wd);
-    return;
-  }
+// batch_norm_backward on operands the kernels take as they are.
+void batch_norm_backward_checked(const Tensor& grad_output, const Tensor& input,
+                                 const Tensor& weight, const Tensor& save_mean,
+                                 const Tensor& save_invstd, bool training, bool need_input,
+                                 bool need_weight, bool need_bias, Tensor& grad_input,
+                                 Tensor& grad_weight, Tensor& grad_bias) {
   LOOM_CHECK(grad_output.sizes() == input.sizes(),
              "batch_norm_backward: expected grad_output of shape ", shape_str(input.sizes()),
              ", got ", grad_output.describe());
@@ -164,17 +117,46 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
                                               const Tensor& running_var, const Tensor& weight,
                                               const Tensor& bias, bool training, double momentum,
                                               double eps) {
-  return batch_norm_impl(input, running_mean, running_var, weight, bias, training, momentum, eps,
-                         false);
+  // float16/bfloat16: the parameters and running statistics may be float32
+  // beside a 16-bit input (as PyTorch allows); 16-bit running statistics are
+  // updated through a float32 copy.  save_mean and save_invstd are float32.
+  // bfloat16 on the CPU runs as it is (the kernels widen in registers);
+  // otherwise computed in float32 and rounded once.
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    const Tensor rm = widen(running_mean), rv = widen(running_var);
+    auto [out, save_mean, save_invstd] =
+        batch_norm_checked(takes_reduced(input) ? input : widen(input), rm, rv, widen(weight),
+                           widen(bias), training, momentum, eps);
+    if (training && rm.defined() && !rm.is_same(running_mean)) copy_(running_mean, rm);
+    if (training && rv.defined() && !rv.is_same(running_var)) copy_(running_var, rv);
+    return {round_to(out, input.dtype()), save_mean, save_invstd};
+  }
+  return batch_norm_checked(input, running_mean, running_var, weight, bias, training, momentum,
+                            eps);
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                          const Tensor& save_mean, const Tensor& save_invstd, bool training,
                          bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                          Tensor& grad_weight, Tensor& grad_bias) {
-  batch_norm_backward_impl(grad_output, input, weight, save_mean, save_invstd, training,
-                           need_input, need_weight, need_bias, grad_input, grad_weight, grad_bias,
-                           false);
+  // float16/bfloat16 as in batch_norm: bfloat16 on the CPU as it is (the
+  // parameter gradients in float32), otherwise computed in float32; then
+  // each gradient in its tensor's dtype.
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    const bool as_is = takes_reduced(input);
+    batch_norm_backward_checked(as_is ? grad_output : widen(grad_output),
+                                as_is ? input : widen(input), widen(weight), widen(save_mean),
+                                widen(save_invstd), training, need_input, need_weight, need_bias,
+                                grad_input, grad_weight, grad_bias);
+    const DType wd = weight.defined() ? weight.dtype() : input.dtype();
+    grad_input = round_to(grad_input, input.dtype());
+    grad_weight = round_to(grad_weight, wd);
+    grad_bias = round_to(grad_bias, wd);
+    return;
+  }
+  batch_norm_backward_checked(grad_output, input, weight, save_mean, save_invstd, training,
+                              need_input, need_weight, need_bias, grad_input, grad_weight,
+                              grad_bias);
 }
 
 }  // namespace native
