@@ -3,12 +3,15 @@
 //
 // An operand that is one broadcast value (a wrapped scalar, `t * 2`) is read
 // once and captured, so the loop streams over a single tensor; dense runs are
-// vectorised (DenseLoops.h).
+// vectorised (DenseLoops.h).  bfloat16 operands are computed in float32 a
+// short run at a time (StagedLoops.h), never copied whole.
 #include <cmath>
 #include <type_traits>
 
 #include "tensor/cpu/DenseLoops.h"
+#include "tensor/cpu/StagedLoops.h"
 #include "tensor/native/Binary.h"
+#include "tensor/native/Copy.h"
 
 namespace loom {
 namespace cpu {
@@ -31,6 +34,21 @@ void run(const Tensor& out, const Tensor& a, const Tensor& b, const F& f) {
   simd_map<Out, T, T>(out, a, b, f);
 }
 
+// A bfloat16 out from bfloat16 (or float32 scalar) operands, in float32.
+template <typename Op>
+void run_bfloat16(const Op& op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  if constexpr (optable::binary_accepts<Op, float>()) {
+    staged_map<2>(out, {&a, &b}, [op](float* o, const std::array<const float*, 2>& in, int64_t n) {
+      const float* x = in[0];
+      const float* y = in[1];
+#pragma omp simd
+      for (int64_t k = 0; k < n; ++k) o[k] = op.template forward<float>(x[k], y[k]);
+    });
+  } else {
+    LOOM_FAIL(Op::name, ": no kernel for ", a.describe());
+  }
+}
+
 }  // namespace
 
 void binary_kernel(BinaryOp id, const Tensor& out, const Tensor& a, const Tensor& b,
@@ -38,6 +56,7 @@ void binary_kernel(BinaryOp id, const Tensor& out, const Tensor& a, const Tensor
   native::visit_binary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
     const Op op = optable::make_op<Op>(optable::BinaryArgs{alpha.to_double()});
+    if (out.dtype() == kBFloat16) return run_bfloat16(op, out, a, b);
     dispatch_dtype(a.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (optable::binary_accepts<Op, T>()) {
@@ -64,8 +83,13 @@ void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double 
   });
 }
 
+// The elementwise kernels (here and Unary.cpp) take bfloat16 as it is.
+bool elementwise_takes_kernel(DType dtype) { return dtype == kBFloat16; }
+
 static const native::RegisterKernel reg_binary(native::binary_stub, kCPU, &binary_kernel);
 static const native::RegisterKernel reg_isclose(native::isclose_stub, kCPU, &isclose_kernel);
+static const native::RegisterKernel reg_elementwise_takes(native::elementwise_takes_stub, kCPU,
+                                                          &elementwise_takes_kernel);
 
 }  // namespace cpu
 }  // namespace loom

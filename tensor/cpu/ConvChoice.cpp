@@ -95,6 +95,13 @@ bool conv_pass_settled_on_loom(ConvPass pass, const native::ConvGeometry& g, DTy
   return choices().find(key_of(pass, g, dtype), &use_onednn) && !use_onednn;
 }
 
+bool conv_pass_settled_on_onednn(ConvPass pass, const native::ConvGeometry& g, DType dtype) {
+  if (!onednn_candidate(pass, g, dtype)) return false;
+  if (onednn::conv_backend() == "onednn" || dtype == kBFloat16) return true;
+  bool use_onednn = false;
+  return choices().find(key_of(pass, g, dtype), &use_onednn) && use_onednn;
+}
+
 void run_conv_pass(ConvPass pass, const native::ConvGeometry& g, DType dtype,
                    const std::function<void()>& run_loom,
                    const std::function<void()>& run_onednn) {

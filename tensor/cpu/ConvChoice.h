@@ -43,6 +43,11 @@ void run_conv_pass(onednn::ConvPass pass, const native::ConvGeometry& g, DType d
 // of its passes in one call of loom's kernels, which share the im2col.
 bool conv_pass_settled_on_loom(onednn::ConvPass pass, const native::ConvGeometry& g,
                                DType dtype);
+// Whether this pass is settled on oneDNN (pinned, bfloat16, or timed faster):
+// a backward with both passes settled there runs them in one call, which
+// reorders the output gradient once.
+bool conv_pass_settled_on_onednn(onednn::ConvPass pass, const native::ConvGeometry& g,
+                                 DType dtype);
 
 // What the timing chose so far, for tests and benchmarks: the number of
 // shapes (pass, geometry, dtype, thread count) decided, and of those that went

@@ -674,7 +674,8 @@ void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Ten
 }
 
 // Each pass (input gradient; weight and bias gradients) goes to its backend
-// on its own.
+// on its own; both passes settled on one backend run in one call of it
+// (loom's share the im2col, oneDNN's the reordered output gradient).
 void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                             const Tensor& grad_output, const Tensor& grad_input,
                             const Tensor& grad_weight, const Tensor& grad_bias) {
@@ -691,6 +692,15 @@ void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Te
       conv_pass_settled_on_loom(onednn::ConvPass::kBackwardData, g, dtype) &&
       conv_pass_settled_on_loom(onednn::ConvPass::kBackwardWeights, g, dtype)) {
     run_loom(grad_input, grad_weight, grad_bias);
+    return;
+  }
+  if (grad_input.defined() && weights &&
+      conv_pass_settled_on_onednn(onednn::ConvPass::kBackwardData, g, dtype) &&
+      conv_pass_settled_on_onednn(onednn::ConvPass::kBackwardWeights, g, dtype)) {
+    const Tensor gw = grad_weight.defined() ? grad_weight : empty_like(weight);
+    onednn::conv2d_backward(g, dtype, input.data_ptr(), weight.data_ptr(), grad_output.data_ptr(),
+                            grad_input.data_ptr(), gw.data_ptr(),
+                            grad_bias.defined() ? grad_bias.data_ptr() : nullptr);
     return;
   }
   if (grad_input.defined()) {

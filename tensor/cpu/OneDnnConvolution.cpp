@@ -260,9 +260,20 @@ Tensor bytes_for(const dnnl::memory::desc& d) {
   return empty({static_cast<int64_t>(d.get_size())}, kUInt8);
 }
 
+// Inputs already reordered into a primitive's layout, kept for the next
+// pass of the same call that reads them in that layout (both backward passes
+// read the output gradient).
+struct Reordered {
+  std::vector<Tensor> keep;
+  std::unordered_map<int, dnnl::memory> inputs;  // by argument
+};
+
 // Runs e's primitive on args (loom's buffers), through its reorders.  Scratch
-// and the reordered copies come from loom's CPU allocator.
-void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args) {
+// and the reordered copies come from loom's CPU allocator.  With `shared`,
+// an input found there in the layout e wants is not reordered again, and the
+// inputs e reorders are left there.
+void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
+             Reordered* shared = nullptr) {
   std::vector<Tensor> keep;
   if (e.scratchpad.get_size() > 0) {
     keep.push_back(bytes_for(e.scratchpad));
@@ -273,13 +284,25 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args) {
   try {
     std::vector<std::pair<const Reorder*, dnnl::memory>> outputs;
     for (const Reorder& r : e.reorders) {
+      if (!r.output && shared != nullptr) {
+        const auto found = shared->inputs.find(r.arg);
+        if (found != shared->inputs.end() && found->second.get_desc() == r.internal) {
+          args[r.arg] = found->second;
+          continue;
+        }
+      }
       keep.push_back(bytes_for(r.internal));
       dnnl::memory internal = wrap(r.internal, keep.back().data_ptr());
       dnnl::memory user = args.at(r.arg);
-      if (r.output)
+      if (r.output) {
         outputs.emplace_back(&r, user);
-      else
+      } else {
         r.to_internal.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
+        if (shared != nullptr) {
+          shared->keep.push_back(keep.back());
+          shared->inputs[r.arg] = internal;
+        }
+      }
       args[r.arg] = internal;
     }
     e.primitive.execute(stream, args);
@@ -324,24 +347,47 @@ void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const
   execute(*e, std::move(args));
 }
 
-void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight,
-                          const void* grad_out, void* grad_input) {
+namespace {
+void backward_data(const ConvGeometry& g, DType dtype, const void* weight, const void* grad_out,
+                   void* grad_input, Reordered* shared) {
   const auto e = checked(ConvPass::kBackwardData, g, dtype, false);
   const Descs d = descs(g, dtype);
-  execute(*e, {{DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
-               {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
-               {DNNL_ARG_DIFF_SRC, wrap(d.src, grad_input)}});
+  execute(*e,
+          {{DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
+           {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
+           {DNNL_ARG_DIFF_SRC, wrap(d.src, grad_input)}},
+          shared);
 }
 
-void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* input,
-                             const void* grad_out, void* grad_weight, void* grad_bias) {
+void backward_weights(const ConvGeometry& g, DType dtype, const void* input,
+                      const void* grad_out, void* grad_weight, void* grad_bias,
+                      Reordered* shared) {
   const auto e = checked(ConvPass::kBackwardWeights, g, dtype, grad_bias != nullptr);
   const Descs d = descs(g, dtype);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(d.src, input)},
                                              {DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
                                              {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, grad_weight)}};
   if (grad_bias != nullptr) args[DNNL_ARG_DIFF_BIAS] = wrap(d.bias, grad_bias);
-  execute(*e, std::move(args));
+  execute(*e, std::move(args), shared);
+}
+}  // namespace
+
+void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight,
+                          const void* grad_out, void* grad_input) {
+  backward_data(g, dtype, weight, grad_out, grad_input, nullptr);
+}
+
+void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* input,
+                             const void* grad_out, void* grad_weight, void* grad_bias) {
+  backward_weights(g, dtype, input, grad_out, grad_weight, grad_bias, nullptr);
+}
+
+void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
+                     const void* grad_out, void* grad_input, void* grad_weight,
+                     void* grad_bias) {
+  Reordered shared;
+  backward_data(g, dtype, weight, grad_out, grad_input, &shared);
+  backward_weights(g, dtype, input, grad_out, grad_weight, grad_bias, &shared);
 }
 
 std::string describe() {

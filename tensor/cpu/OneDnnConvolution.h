@@ -40,6 +40,11 @@ void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight
                           const void* grad_out, void* grad_input);
 void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* input,
                              const void* grad_out, void* grad_weight, void* grad_bias);
+// Both backward passes (grad_weight not null): the output gradient is
+// reordered into the primitives' layout once when both read it in the same
+// one (a quarter of the activation reorders of a training step).
+void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
+                     const void* grad_out, void* grad_input, void* grad_weight, void* grad_bias);
 
 // oneDNN's version and the instruction set its kernels use here, e.g.
 // "oneDNN 2.6.3, avx2" (for benchmark tables).

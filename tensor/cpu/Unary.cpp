@@ -6,7 +6,9 @@
 // exp for float32 exp and sigmoid (VecMath.h), Eigen's SIMD array functions
 // for log, tanh and float64 exp (within a few ulp of the exact result), AVX
 // for sqrt (exact, unlike Eigen's fast-math sqrt), and `omp simd` loops for
-// the arithmetic ones.  Strided runs go element by element.
+// the arithmetic ones.  Strided runs go element by element.  bfloat16 (the
+// table's ops and their backward) runs the float32 routines on short
+// widened runs (StagedLoops.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,6 +20,7 @@
 #endif
 
 #include "tensor/cpu/DenseLoops.h"
+#include "tensor/cpu/StagedLoops.h"
 #include "tensor/cpu/VecMath.h"
 #include "tensor/native/Unary.h"
 
@@ -156,10 +159,29 @@ void forward(const Op& op, const Tensor& out, const Tensor& in) {
   }
 }
 
+// bfloat16 out = op(in) through the float32 routine, a staged run at a time.
+template <typename Op>
+void forward_bfloat16(const Op& op, const Tensor& out, const Tensor& in) {
+  if constexpr (optable::unary_accepts<Op, float>()) {
+    staged_map<1>(out, {&in}, [op](float* o, const std::array<const float*, 1>& i, int64_t n) {
+      if constexpr (DenseRoutine<Op, float>::exists) {
+        DenseRoutine<Op, float>::run(o, i[0], n);
+      } else {
+        const float* x = i[0];
+#pragma omp simd
+        for (int64_t k = 0; k < n; ++k) o[k] = op.template forward<float>(x[k]);
+      }
+    });
+  } else {
+    LOOM_FAIL(Op::name, ": no kernel for ", out.describe());
+  }
+}
+
 void unary_kernel(UnaryOp id, const optable::UnaryArgs& args, const Tensor& out, const Tensor& in) {
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
     const Op op = optable::make_op<Op>(args);
+    if (out.dtype() == kBFloat16) return forward_bfloat16(op, out, in);
     dispatch_dtype(out.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (optable::unary_accepts<Op, T>()) {
@@ -176,6 +198,16 @@ void unary_backward_kernel(UnaryOp id, const optable::UnaryArgs& args, const Ten
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
     const Op op = optable::make_op<Op>(args);
+    if (out.dtype() == kBFloat16) {
+      return staged_map<2>(out, {&grad, &saved},
+                           [op](float* o, const std::array<const float*, 2>& in, int64_t n) {
+                             const float* g = in[0];
+                             const float* s = in[1];
+#pragma omp simd
+                             for (int64_t k = 0; k < n; ++k)
+                               o[k] = op.template backward<float>(g[k], s[k]);
+                           });
+    }
     dispatch_floating(out.dtype(), Op::name, [&](auto tag) {
       using T = typename decltype(tag)::type;
       simd_map<T, T, T>(out, grad, saved,

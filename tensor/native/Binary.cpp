@@ -135,10 +135,13 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   if (rule_of(op) == optable::BinaryDType::kToFloat && !is_floating_point(compute)) compute = kFloat32;
   check_bool_arithmetic(op, compute, a, b);
   const DType result = result_dtype(op, a, b);
-  compute = compute_dtype(compute);
-  Tensor out = empty(shape, TensorOptions(compute_dtype(result)).device(device));
-  const Tensor ea = expand_to(to(a, a.device(), compute), shape);
-  const Tensor eb = expand_to(to(b, b.device(), compute), shape);
+  // A 16-bit result the device's kernels take goes to them as it is;
+  // otherwise float32 copies in, one rounding out.
+  compute = result == compute ? elementwise_dtype(device, compute) : compute_dtype(compute);
+  Tensor out = empty(shape, TensorOptions(result == compute ? result : compute_dtype(result))
+                                .device(device));
+  const Tensor ea = expand_to(elementwise_operand(a, compute), shape);
+  const Tensor eb = expand_to(elementwise_operand(b, compute), shape);
   binary_stub(out.device(), op, out, ea, eb, alpha);
   return to(out, out.device(), result);
 }
@@ -162,9 +165,14 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other, Scalar alpha)
   LOOM_CHECK(castable, name,
              "_: result type ", dtype_name(want), " can't be cast to the desired output type ",
              dtype_name(self.dtype()));
-  Tensor o = expand_to(to(other, other.device(), compute_dtype(self.dtype())), shape);
+  const DType compute = elementwise_dtype(self.device(), self.dtype());
+  Tensor o = expand_to(elementwise_operand(other, compute), shape);
   if (o.storage().is_alias_of(self.storage())) o = clone(o);
-  in_compute_dtype(self, [&](const Tensor& t) { binary_stub(t.device(), op, t, t, o, alpha); });
+  if (compute == self.dtype()) {
+    binary_stub(self.device(), op, self, self, o, alpha);
+  } else {
+    in_compute_dtype(self, [&](const Tensor& t) { binary_stub(t.device(), op, t, t, o, alpha); });
+  }
   self.bump_version();
 }
 

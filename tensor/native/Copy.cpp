@@ -8,6 +8,21 @@ namespace native {
 
 DispatchStub<CopyKernel> copy_stub("copy_");
 DispatchStub<FillKernel> fill_stub("fill_");
+DispatchStub<ElementwiseTakesKernel> elementwise_takes_stub("elementwise_takes");
+
+bool elementwise_takes(Device device, DType dtype) {
+  return is_reduced_float(dtype) && elementwise_takes_stub.has(device.type) &&
+         elementwise_takes_stub.get(device)(dtype);
+}
+
+DType elementwise_dtype(Device device, DType dtype) {
+  return elementwise_takes(device, dtype) ? dtype : compute_dtype(dtype);
+}
+
+Tensor elementwise_operand(const Tensor& t, DType compute) {
+  if (is_reduced_float(compute) && t.dtype() == kFloat32) return t;
+  return to(t, t.device(), compute);
+}
 
 void check_defined(const char* op, const Tensor& t, const char* name) {
   LOOM_CHECK(t.defined(), op, ": argument '", name, "' is an undefined tensor");

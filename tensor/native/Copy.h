@@ -25,6 +25,18 @@ Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking = fal
 // result dtype, as PyTorch's kernels do inside (DESIGN.md: reduced precision
 // computes and accumulates in float32).
 inline DType compute_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloat32 : dtype; }
+// Whether `device`'s elementwise kernels (the binary and unary tables, their
+// in-place and backward forms) take the 16-bit `dtype` as it is, computing
+// in float32 inside without float32 copies of the tensors (same values as
+// compute_dtype's path): bfloat16 on the CPU.
+bool elementwise_takes(Device device, DType dtype);
+// The dtype such a kernel on `device` is given for `dtype`: dtype itself
+// where elementwise_takes, else compute_dtype(dtype).
+DType elementwise_dtype(Device device, DType dtype);
+// An operand converted for a kernel computing in `compute`: a float32
+// operand beside a kernel that takes a 16-bit dtype stays float32 (a scalar,
+// `x * 0.1`, multiplies by float(0.1)); anything else becomes `compute`.
+Tensor elementwise_operand(const Tensor& t, DType compute);
 // For ops whose kernels have no 16-bit path: the float32 copy of a float16
 // or bfloat16 tensor, else t itself (an undefined t stays undefined).
 Tensor widen(const Tensor& t);
@@ -60,9 +72,12 @@ void check_defined(const char* op, const Tensor& t, const char* name);
 using CopyKernel = void (*)(const Tensor& dst, const Tensor& src, bool non_blocking);
 // Every element of t <- value converted to t's dtype.
 using FillKernel = void (*)(const Tensor& t, Scalar value);
+// Whether the device's elementwise kernels take `dtype` (a 16-bit float) as it is.
+using ElementwiseTakesKernel = bool (*)(DType dtype);
 
 extern DispatchStub<CopyKernel> copy_stub;
 extern DispatchStub<FillKernel> fill_stub;
+extern DispatchStub<ElementwiseTakesKernel> elementwise_takes_stub;
 
 template <typename Kernel>
 void in_compute_dtype(const Tensor& t, Kernel&& kernel) {

@@ -67,7 +67,7 @@ Tensor unary(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
   check_defined(name, self, "self");
   const DType dtype = unary_result_dtype(op, self.dtype());
   check_device(name, self);
-  const DType compute = compute_dtype(dtype);
+  const DType compute = elementwise_dtype(self.device(), dtype);
   Tensor out = empty(self.sizes(), TensorOptions(compute).device(self.device()));
   const Tensor in = to(self, self.device(), compute);
   unary_stub(out.device(), op, args, out, in);
@@ -82,7 +82,11 @@ void unary_(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
              " can't be cast to the desired output type ", dtype_name(self.dtype()), " of ",
              self.describe(), "; use the out-of-place ", name, "()");
   check_device(name, self);
-  in_compute_dtype(self, [&](const Tensor& t) { unary_stub(t.device(), op, args, t, t); });
+  if (elementwise_takes(self.device(), dtype)) {
+    unary_stub(self.device(), op, args, self, self);
+  } else {
+    in_compute_dtype(self, [&](const Tensor& t) { unary_stub(t.device(), op, args, t, t); });
+  }
   self.bump_version();
 }
 
@@ -154,11 +158,12 @@ Tensor empty_like_contiguous(const Tensor& t) {
 }
 }  // namespace
 
-// Backward kernels of 16-bit floats compute in float32 and round once.
+// Backward kernels of 16-bit floats compute in float32 and round once
+// (unary_backward on the 16-bit tensors where the device's kernels take them).
 Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved,
                       const UnaryArgs& args) {
   const Tensor g = grad_like("unary_backward", grad, saved);
-  const Tensor s = to(saved, saved.device(), compute_dtype(saved.dtype()));
+  const Tensor s = to(saved, saved.device(), elementwise_dtype(saved.device(), saved.dtype()));
   Tensor out = empty_like_contiguous(s);
   unary_backward_stub(out.device(), op, args, out, to(g, g.device(), s.dtype()), s);
   return to(out, out.device(), saved.dtype());

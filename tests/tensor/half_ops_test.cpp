@@ -231,5 +231,68 @@ TEST(HalfOps, CpuBatchNormOnBfloat16MakesNoFloat32Copies) {
   EXPECT_EQ(mean.dtype(), kFloat32);
 }
 
+
+// The CPU's bfloat16 elementwise kernels compute a short run at a time in
+// float32 (cpu/StagedLoops.h): on tensors large enough for several runs and
+// threads, strided, broadcast, with float32 scalars and in place, they give
+// the float32 result rounded once, bit for bit.
+TEST(HalfOps, CpuBfloat16ElementwiseIsTheRoundedFloat32ResultOnEveryLayout) {
+  const Tensor a = sample(kBFloat16, {5, 70, 129}, 20), b = sample(kBFloat16, {5, 70, 129}, 21);
+  const Tensor bt = sample(kBFloat16, {70, 5, 129}, 27).permute({2, 0, 1});
+  const Tensor row = sample(kBFloat16, {129}, 22), column = sample(kBFloat16, {70, 1}, 23);
+  const BinaryOp add = native::binary_op<optable::Add>(), mul = native::binary_op<optable::Mul>();
+  auto rounded = [](const Tensor& t) { return t.to(kBFloat16); };
+  EXPECT_TRUE(Identical(native::binary(add, a, b), rounded(native::binary(add, wide(a), wide(b)))));
+  const Tensor at = a.transpose(0, 2);
+  EXPECT_TRUE(Identical(native::binary(mul, at, bt), rounded(native::binary(mul, wide(at), wide(bt)))));
+  EXPECT_TRUE(Identical(native::binary(add, a, row), rounded(native::binary(add, wide(a), wide(row)))));
+  EXPECT_TRUE(Identical(native::binary(mul, column, a), rounded(native::binary(mul, wide(column), wide(a)))));
+  EXPECT_TRUE(Identical(a * 0.1, rounded(wide(a) * 0.1f)));
+  EXPECT_TRUE(Identical(a - 3, rounded(wide(a) - 3)));
+  // In place, on a strided self, with a float32 tensor that narrows into it.
+  Tensor y = a.clone();
+  native::binary_(add, y.transpose(0, 2), bt);
+  EXPECT_TRUE(Identical(y, rounded(native::binary(add, wide(a), wide(bt.transpose(0, 2))))));
+  const Tensor f = sample(kFloat32, {5, 70, 129}, 24);
+  Tensor z = a.clone();
+  native::binary_(mul, z, f);
+  EXPECT_TRUE(Identical(z, rounded(native::binary(mul, wide(a), f))));
+  for (const UnaryOp op : {native::unary_op<optable::Relu>(), native::unary_op<optable::Sigmoid>(),
+                           native::unary_op<optable::Exp>(), native::unary_op<optable::Tanh>()}) {
+    EXPECT_TRUE(Identical(native::unary(op, at), rounded(native::unary(op, wide(at)))))
+        << native::unary_op_name(op);
+    Tensor inplace = a.clone();
+    native::unary_(op, inplace.transpose(0, 1));
+    EXPECT_TRUE(Identical(inplace, rounded(native::unary(op, wide(a))))) << native::unary_op_name(op);
+    EXPECT_TRUE(Identical(native::unary_backward(op, bt, at),
+                          rounded(native::unary_backward(op, wide(bt), wide(at)))))
+        << native::unary_op_name(op) << " backward";
+  }
+}
+
+// ... and allocate nothing but their bfloat16 outputs.
+TEST(HalfOps, CpuBfloat16ElementwiseMakesNoFloat32Copies) {
+  if (cpu::allocator_mode() != "caching") GTEST_SKIP() << "needs the caching CPU allocator's statistics";
+  const Tensor a = sample(kBFloat16, {8, 16, 64, 64}, 25), b = sample(kBFloat16, {8, 16, 64, 64}, 26);
+  const int64_t bytes = a.nbytes();
+  const UnaryOp relu = native::unary_op<optable::Relu>();
+  auto growth = [&](const auto& run) {
+    cpu::reset_peak_memory_stats();
+    const int64_t before = cpu::memory_allocated();
+    run();
+    return cpu::max_memory_allocated() - before;
+  };
+  Tensor keep;
+  EXPECT_LT(growth([&] { keep = native::binary(native::binary_op<optable::Add>(), a, b); }),
+            bytes + 4096) << "add";
+  EXPECT_LT(growth([&] { keep = a * 0.5; }), bytes + 4096) << "mul by a scalar";
+  EXPECT_LT(growth([&] { keep = native::unary(relu, a); }), bytes + 4096) << "relu";
+  EXPECT_LT(growth([&] { keep = native::unary_backward(relu, b, a); }), bytes + 4096) << "relu backward";
+  Tensor c = a.clone();
+  EXPECT_LT(growth([&] { native::binary_(native::binary_op<optable::Add>(), c, b); }), 4096) << "add_";
+  EXPECT_LT(growth([&] { native::unary_(relu, c); }), 4096) << "relu_";
+  EXPECT_EQ(keep.dtype(), kBFloat16);
+}
+
 }  // namespace
 }  // namespace loom

@@ -127,6 +127,35 @@ TEST(OneDnnConv, EveryPassMatchesLoomKernels) {
   EXPECT_GE(ran, 3 * static_cast<int>(cases().size()) - 6);
 }
 
+// Both backward passes in one call (the output gradient reordered once)
+// give the separate passes' results bit for bit, float32 and bfloat16.
+TEST(OneDnnConv, JointBackwardIsTheSeparatePasses) {
+  int index = 0, ran = 0;
+  for (const Case& k : cases()) {
+    const native::ConvGeometry g = geometry(k);
+    const Buffers in = buffers(g, 300 + index++);
+    for (DType d : {kFloat32, kBFloat16}) {
+      if (!cpu::onednn::available(ConvPass::kBackwardData, g, d) ||
+          !cpu::onednn::available(ConvPass::kBackwardWeights, g, d))
+        continue;
+      const Tensor x = in.x.to(d), w = in.w.to(d), go = in.go.to(d);
+      const Tensor gi = empty_like(x), gw = empty_like(w), gb = empty_like(in.b.to(d));
+      const Tensor gi2 = empty_like(x), gw2 = empty_like(w), gb2 = empty_like(gb);
+      cpu::onednn::conv2d_backward_data(g, d, w.data_ptr(), go.data_ptr(), gi.data_ptr());
+      cpu::onednn::conv2d_backward_weights(g, d, x.data_ptr(), go.data_ptr(), gw.data_ptr(),
+                                           gb.data_ptr());
+      cpu::onednn::conv2d_backward(g, d, x.data_ptr(), w.data_ptr(), go.data_ptr(),
+                                   gi2.data_ptr(), gw2.data_ptr(), gb2.data_ptr());
+      EXPECT_EQ(gi2.sizes(), gi.sizes());
+      EXPECT_TRUE(AllClose(gi2.to(kFloat32), gi.to(kFloat32), 0, 0)) << "input gradient, case " << index - 1 << ", " << dtype_name(d);
+      EXPECT_TRUE(AllClose(gw2.to(kFloat32), gw.to(kFloat32), 0, 0)) << "weight gradient, case " << index - 1 << ", " << dtype_name(d);
+      EXPECT_TRUE(AllClose(gb2.to(kFloat32), gb.to(kFloat32), 0, 0)) << "bias gradient, case " << index - 1 << ", " << dtype_name(d);
+      ++ran;
+    }
+  }
+  EXPECT_GE(ran, static_cast<int>(cases().size()) - 2);  // float32 at least
+}
+
 TEST(OneDnnConv, NoKernelForFloat64) {
   const native::ConvGeometry g = geometry(cases()[0]);
   EXPECT_FALSE(cpu::onednn::available(ConvPass::kForward, g, kFloat64));
