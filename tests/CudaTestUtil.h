@@ -35,6 +35,8 @@ inline Tensor sample(DType dtype, IntList sizes, uint64_t seed, double lo = -2.0
   switch (dtype) {
     case kFloat32:
     case kFloat64: return rand(sizes, dtype, &gen) * (hi - lo) + lo;
+    case kFloat16:
+    case kBFloat16: return (rand(sizes, kFloat32, &gen) * (hi - lo) + lo).to(dtype);
     case kUInt8: return randint(0, 11, sizes, kUInt8, &gen);
     case kBool: return rand(sizes, kFloat32, &gen).gt(0.5);
     default: return randint(-5, 6, sizes, dtype, &gen);

@@ -55,6 +55,14 @@ double run_dot_dev(const T* dy, const T* x, int64_t n, A mean) {
   return static_cast<double>(acc);
 }
 
+// The backward's two sums over a run: sum(dy) and sum(dy * (x - mean)).
+template <typename A, typename T>
+void run_grad_sums(const T* dy, const T* x, int64_t n, A mean, double& sum_dy,
+                   double& sum_dy_xmu) {
+  sum_dy += run_sum<A>(dy, n);
+  sum_dy_xmu += run_dot_dev<A>(dy, x, n, mean);
+}
+
 template <typename A, typename T>
 void run_affine(const T* x, int64_t n, A a, A b, T* y) {
 #pragma omp simd
@@ -104,18 +112,20 @@ double run_sq_dev(const BFloat16* x, int64_t n, float mean) {
   return total;
 }
 
+// Both sums from one widening of each chunk (the same chunk sums as
+// run_sum and run_dot_dev would give).
 template <typename A>
-double run_dot_dev(const BFloat16* dy, const BFloat16* x, int64_t n, float mean) {
+void run_grad_sums(const BFloat16* dy, const BFloat16* x, int64_t n, float mean, double& sum_dy,
+                   double& sum_dy_xmu) {
   float* gbuf = chunk_buffer(0);
   float* xbuf = chunk_buffer(1);
-  double total = 0;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
     widen_bfloat16(dy + i, gbuf, len);
     widen_bfloat16(x + i, xbuf, len);
-    total += run_dot_dev<float>(gbuf, xbuf, len, mean);
+    sum_dy += run_sum<float>(gbuf, len);
+    sum_dy_xmu += run_dot_dev<float>(gbuf, xbuf, len, mean);
   }
-  return total;
 }
 
 template <typename A>
@@ -195,8 +205,7 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x,
     double sum_dy = 0, sum_dy_xmu = 0;
     for (int64_t n = 0; n < s.batch; ++n) {
       const int64_t off = (n * C + c) * S;
-      sum_dy += run_sum<A>(grad_out + off, S);
-      sum_dy_xmu += run_dot_dev<A>(grad_out + off, x + off, S, m);
+      run_grad_sums<A>(grad_out + off, x + off, S, m, sum_dy, sum_dy_xmu);
     }
     const double is = static_cast<double>(invstd[c]);
     if (grad_weight) grad_weight[c] = static_cast<A>(sum_dy_xmu * is);

@@ -6,6 +6,7 @@
 // zero input channels, an empty batch), lends the launcher workspace from
 // the caching allocator (uint8 tensors on the device, freed stream-ordered
 // after the call) and passes the TF32 / benchmark switches of CudaFlags.h.
+// float16 and bfloat16 reach cuDNN as they are (conv2d_takes).
 #include <climits>
 #include <vector>
 
@@ -114,6 +115,14 @@ void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
                   ws.fn());
 }
 
+// float16 and bfloat16 convolutions run in cuDNN as they are (tensor cores,
+// float32 accumulation), every pass.
+bool conv2d_takes_kernel(const native::ConvGeometry&, DType dtype, int) {
+  return dtype == kFloat16 || dtype == kBFloat16;
+}
+
+static const native::RegisterKernel reg_conv2d_takes(native::conv2d_takes_stub, kCUDA,
+                                                     &conv2d_takes_kernel);
 static const native::RegisterKernel reg_conv2d_forward(native::conv2d_forward_stub, kCUDA,
                                                        &conv2d_forward_kernel);
 static const native::RegisterKernel reg_conv2d_backward(native::conv2d_backward_stub, kCUDA,

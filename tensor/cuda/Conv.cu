@@ -90,6 +90,15 @@ class ConvDesc {
   cudnnConvolutionDescriptor_t d_ = nullptr;
 };
 
+cudnnDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case kFloat64: return CUDNN_DATA_DOUBLE;
+    case kFloat16: return CUDNN_DATA_HALF;
+    case kBFloat16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
 // Everything one convolution call describes: x (N, C, H, W), w (O, C/groups,
 // kh, kw), y (N, O, OH, OW), bias (1, O, 1, 1).
 struct ConvDescriptors {
@@ -99,7 +108,9 @@ struct ConvDescriptors {
   cudnnMathType_t base_math = CUDNN_DEFAULT_MATH;  // the math type the TF32 switch asks for
 
   ConvDescriptors(DType dtype, const native::ConvGeometry& g, bool allow_tf32) {
-    const cudnnDataType_t type = dtype == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    const cudnnDataType_t type = data_type(dtype);
+    // 16-bit data accumulates in float32 (PyTorch's choice too).
+    const cudnnDataType_t compute = type == CUDNN_DATA_DOUBLE ? type : CUDNN_DATA_FLOAT;
     x.set(type, g.batch, g.in_channels, g.height, g.width);
     y.set(type, g.batch, g.out_channels, g.out_h, g.out_w);
     bias.set(type, 1, g.out_channels, 1, 1);
@@ -111,9 +122,10 @@ struct ConvDescriptors {
         conv.get(), static_cast<int>(g.pad_h), static_cast<int>(g.pad_w),
         static_cast<int>(g.stride_h), static_cast<int>(g.stride_w),
         static_cast<int>(g.dilation_h), static_cast<int>(g.dilation_w),
-        CUDNN_CROSS_CORRELATION, type));
+        CUDNN_CROSS_CORRELATION, compute));
     LOOM_CUDA_CHECK(cudnnSetConvolutionGroupCount(conv.get(), static_cast<int>(g.groups)));
     if (dtype == kFloat32) base_math = allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    if (dtype == kFloat16 || dtype == kBFloat16) base_math = CUDNN_TENSOR_OP_MATH;
     LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(conv.get(), base_math));
   }
 };

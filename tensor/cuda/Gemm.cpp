@@ -93,7 +93,12 @@ Tensor sum_rows_kernel(const Tensor& matrix) {
   return native::to(native::sum(matrix, {0}, false), matrix.device(), matrix.dtype());
 }
 
+// float16 and bfloat16 go to cuBLAS as they are (tensor cores, float32 accumulation).
+bool gemm_takes_kernel(DType dtype) { return dtype == kFloat16 || dtype == kBFloat16; }
+
 static const native::RegisterKernel reg_gemm(native::gemm_stub, kCUDA, &gemm_kernel);
+static const native::RegisterKernel reg_gemm_takes(native::gemm_takes_stub, kCUDA,
+                                                   &gemm_takes_kernel);
 static const native::RegisterKernel reg_bmm(native::bmm_stub, kCUDA, &bmm_kernel);
 static const native::RegisterKernel reg_sum_rows(native::sum_rows_stub, kCUDA, &sum_rows_kernel);
 

@@ -1,4 +1,7 @@
-// GEMM on CUDA: cuBLAS for float32/float64, a plain kernel for int32/int64.
+// GEMM on CUDA: cuBLAS for float32/float64 and the 16-bit floats, a plain
+// kernel for int32/int64.  float16 and bfloat16 products run on the tensor
+// cores with float32 accumulation (CUBLAS_COMPUTE_32F, float alpha/beta),
+// one rounding into the 16-bit output, as PyTorch's.
 //
 // Every call goes through cublasGemmStridedBatchedEx (one matrix is a batch
 // of one): transposes are cuBLAS op flags, never copies, and a batch stride
@@ -17,7 +20,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/Check.h"
@@ -67,18 +69,30 @@ __global__ void gemm_integer(bool trans_a, bool trans_b, int64_t m, int64_t n, i
 
 cublasOperation_t op(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-template <typename T>
-void gemm_cublas(const GemmArgs& g, bool allow_tf32, int device, cudaStream_t stream) {
+// cuBLAS's data type for a storage type.
+cudaDataType cuda_type(DType dtype) {
+  switch (dtype) {
+    case kFloat64: return CUDA_R_64F;
+    case kFloat16: return CUDA_R_16F;
+    case kBFloat16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+// S: the compute type's scalar (double for float64, float for the others).
+template <typename S>
+void gemm_cublas(DType dtype, const GemmArgs& g, bool allow_tf32, int device,
+                 cudaStream_t stream) {
   cublasHandle_t h = cublas_handle(device);
   LOOM_CUDA_CHECK(cublasSetStream(h, stream));
-  constexpr bool kFloat = std::is_same<T, float>::value;
-  const bool tf32 = kFloat && allow_tf32;
+  const bool tf32 = dtype == kFloat32 && allow_tf32;
+  // 16-bit inputs take the tensor cores in the default math mode.
   LOOM_CUDA_CHECK(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-  const cudaDataType type = kFloat ? CUDA_R_32F : CUDA_R_64F;
+  const cudaDataType type = cuda_type(dtype);
   const cublasComputeType_t compute =
-      kFloat ? (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F) : CUBLAS_COMPUTE_64F;
-  // alpha/beta have the compute type's scalar type (float for 32F, double for 64F).
-  const T alpha = 1, beta = g.accumulate ? 1 : 0;
+      dtype == kFloat64 ? CUBLAS_COMPUTE_64F
+                        : (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const S alpha = 1, beta = g.accumulate ? 1 : 0;
   LOOM_CUDA_CHECK(cublasGemmStridedBatchedEx(
       h, op(g.trans_a), op(g.trans_b), static_cast<int>(g.m), static_cast<int>(g.n),
       static_cast<int>(g.k), &alpha, g.a, type, static_cast<int>(g.lda), g.stride_a, g.b, type,
@@ -93,8 +107,10 @@ void gemm(DType dtype, const GemmArgs& g, bool allow_tf32, int device, uint64_t 
   DeviceGuard guard(device);
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   switch (dtype) {
-    case kFloat32: return gemm_cublas<float>(g, allow_tf32, device, stream);
-    case kFloat64: return gemm_cublas<double>(g, allow_tf32, device, stream);
+    case kFloat32:
+    case kFloat16:
+    case kBFloat16: return gemm_cublas<float>(dtype, g, allow_tf32, device, stream);
+    case kFloat64: return gemm_cublas<double>(dtype, g, allow_tf32, device, stream);
     case kInt32:
     case kInt64: {
       const int64_t total = g.batch * g.m * g.n;
@@ -115,7 +131,7 @@ void gemm(DType dtype, const GemmArgs& g, bool allow_tf32, int device, uint64_t 
     }
     default:
       LOOM_FAIL("cuda::gemm: not supported for dtype ", dtype_name(dtype),
-                " (supported: float32, float64, int32, int64)");
+                " (supported: float32, float64, float16, bfloat16, int32, int64)");
   }
 }
 

@@ -18,18 +18,31 @@ namespace native {
 DispatchStub<MatmulKernel> gemm_stub("gemm");
 DispatchStub<BmmKernel> bmm_stub("bmm");
 DispatchStub<SumRowsKernel> sum_rows_stub("sum_rows");
+DispatchStub<GemmTakesKernel> gemm_takes_stub("gemm_takes");
 
 namespace {
 
-// Throws unless the GEMM kernels support dtype.
-void check_gemm_dtype(DType dtype, const char* what) {
-  LOOM_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kInt64 || dtype == kInt32, what,
-             ": not supported for dtype ", dtype_name(dtype),
-             " (supported: float32, float64, int32, int64)");
+// Whether t's 16-bit float dtype goes to its device's GEMM as it is.
+bool gemm_takes(const Tensor& t) {
+  return is_reduced_float(t.dtype()) && gemm_takes_stub.has(t.device().type) &&
+         gemm_takes_stub.get(t.device())(t.dtype());
+}
+
+// A float16/bfloat16 product the device has no 16-bit GEMM for: computed in
+// float32 and rounded once.
+bool widened(const Tensor& t) { return is_reduced_float(t.dtype()) && !gemm_takes(t); }
+
+// Throws unless the GEMM kernels support t's dtype.
+void check_gemm_dtype(const Tensor& t, const char* what) {
+  const DType dtype = t.dtype();
+  LOOM_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kInt64 || dtype == kInt32 ||
+                 gemm_takes(t),
+             what, ": not supported for dtype ", dtype_name(dtype),
+             " (supported: float32, float64, int32, int64; float16 and bfloat16 on CUDA)");
 }
 
 void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
-  check_gemm_dtype(out.dtype(), "gemm");
+  check_gemm_dtype(out, "gemm");
   gemm_stub(out.device(), a, b, out, accumulate);
 }
 
@@ -52,7 +65,7 @@ void check_pair(const char* op, const Tensor& a, const char* a_name, const Tenso
 
 // Sums the rows of a (m, n) matrix into a (n) vector.
 Tensor sum_rows(const Tensor& g2) {
-  check_gemm_dtype(g2.dtype(), "linear");
+  check_gemm_dtype(g2, "linear");
   return sum_rows_stub(g2.device(), g2);
 }
 
@@ -60,8 +73,7 @@ Tensor sum_rows(const Tensor& g2) {
 
 Tensor mm(const Tensor& self, const Tensor& other) {
   check_pair("mm", self, "mat1", other, "mat2");
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (is_reduced_float(self.dtype())) return round_to(mm(widen(self), widen(other)), self.dtype());
+  if (widened(self)) return round_to(mm(widen(self), widen(other)), self.dtype());
   LOOM_CHECK(self.dim() == 2 && other.dim() == 2, "mm: expected 2-D matrices, got mat1 ",
              self.describe(), " and mat2 ", other.describe());
   LOOM_CHECK(self.size(1) == other.size(0), "mm: mat1 and mat2 shapes cannot be multiplied (",
@@ -74,8 +86,7 @@ Tensor mm(const Tensor& self, const Tensor& other) {
 
 Tensor bmm(const Tensor& self, const Tensor& other) {
   check_pair("bmm", self, "batch1", other, "batch2");
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (is_reduced_float(self.dtype())) return round_to(bmm(widen(self), widen(other)), self.dtype());
+  if (widened(self)) return round_to(bmm(widen(self), widen(other)), self.dtype());
   LOOM_CHECK(self.dim() == 3 && other.dim() == 3, "bmm: expected 3-D tensors, got batch1 ",
              self.describe(), " and batch2 ", other.describe());
   LOOM_CHECK(self.size(0) == other.size(0), "bmm: batch1 and batch2 must have the same batch size, got ",
@@ -86,15 +97,14 @@ Tensor bmm(const Tensor& self, const Tensor& other) {
   const int64_t batch = self.size(0), m = self.size(1), n = other.size(2);
   Tensor out = empty({batch, m, n}, TensorOptions(self.dtype()).device(self.device()));
   if (out.numel() == 0) return out;
-  check_gemm_dtype(out.dtype(), "bmm");
+  check_gemm_dtype(out, "bmm");
   bmm_stub(out.device(), self, other, out);
   return out;
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   check_pair("linear", input, "input", weight, "weight");
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (is_reduced_float(input.dtype()) && (!bias.defined() || bias.dtype() == input.dtype()))
+  if (widened(input) && (!bias.defined() || bias.dtype() == input.dtype()))
     return round_to(linear(widen(input), widen(weight), widen(bias)), input.dtype());
   LOOM_CHECK(input.dim() >= 1, "linear: expected input of at least 1 dim, got ",
              input.describe());
@@ -128,8 +138,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 void linear_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias) {
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (is_reduced_float(input.dtype())) {
+  if (widened(input)) {
     linear_backward(widen(grad_output), widen(input), widen(weight), need_input, need_weight,
                     need_bias, grad_input, grad_weight, grad_bias);
     grad_input = round_to(grad_input, input.dtype());

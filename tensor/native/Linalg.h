@@ -26,7 +26,9 @@ void linear_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      Tensor& grad_weight, Tensor& grad_bias);
 
 // ---- kernels (one slot per device type) -----------------------------------------
-// dtypes are float32, float64, int32 or int64 (the native ops check).
+// dtypes are float32, float64, int32 or int64 (the native ops check), and
+// float16/bfloat16 where the device's gemm_takes says so (else the ops
+// compute those in float32 and round once).
 // out (m, n) = a (m, k) @ b (k, n), plus out itself when accumulate; a and b
 // 2-D of out's dtype with any strides, out contiguous.
 using MatmulKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
@@ -36,7 +38,11 @@ using BmmKernel = void (*)(const Tensor& a, const Tensor& b, const Tensor& out);
 // The (n) column sums of a (m, n) matrix (linear's bias gradient).
 using SumRowsKernel = Tensor (*)(const Tensor& matrix);
 
+// Whether the device's GEMM kernels take a 16-bit float dtype as it is.
+using GemmTakesKernel = bool (*)(DType dtype);
+
 extern DispatchStub<MatmulKernel> gemm_stub;
+extern DispatchStub<GemmTakesKernel> gemm_takes_stub;
 extern DispatchStub<BmmKernel> bmm_stub;
 extern DispatchStub<SumRowsKernel> sum_rows_stub;
 

@@ -2,7 +2,7 @@
 // against the CPU convolution as the oracle: forward and all three gradients
 // through autograd, for stride, padding, dilation, groups (depthwise too),
 // rectangular kernels, odd sizes, unbatched inputs, non-contiguous inputs,
-// float32 (TF32 off) and float64; both algorithm paths (heuristics and
+// float32 (TF32 off), float64, float16 and bfloat16; both algorithm paths (heuristics and
 // cudnn_benchmark) and repeat calls through the algorithm cache; the empty
 // shapes cuDNN cannot take (answered by loom); errors.  Tagged gpu; every
 // case skips itself where no GPU is visible.  The cache key is host-tested in
@@ -70,6 +70,30 @@ TEST_F(CudaConv, ForwardAndBackwardEveryParameter) {
   for (DType d : {kFloat32, kFloat64})
     for (size_t i = 0; i < kCases.size(); ++i)
       EXPECT_TRUE(conv_parity(d, kCases[i], 10 * i)) << dtype_name(d) << " case " << i;
+}
+
+// float16 and bfloat16 run in cuDNN as they are (tensor cores, float32
+// accumulation); the CPU computes them in float32 (or oneDNN's bfloat16
+// kernels) and rounds once: the same within the 16-bit type's precision,
+// relative to the largest value, forward and every gradient.
+TEST_F(CudaConv, HalfAndBfloat16InCudnn) {
+  for (DType d : {kFloat16, kBFloat16}) {
+    uint64_t seed = 40;
+    for (const ConvCase& c : kCases) {
+      std::vector<Tensor> inputs = {sample(d, c.input, seed), sample(d, c.weight, seed + 1)};
+      if (c.bias) inputs.push_back(sample(d, {c.weight[0]}, seed + 2));
+      seed += 3;
+      EXPECT_TRUE(GradParity(
+          [&](const std::vector<Tensor>& in) {
+            const Tensor y = conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), c.stride, c.padding,
+                                    c.dilation, c.groups);
+            EXPECT_EQ(y.dtype(), in[0].dtype());
+            return y;
+          },
+          inputs, d == kFloat16 ? 4e-3 : 2e-2))
+          << dtype_name(d) << " input " << shape_str(c.input) << " weight " << shape_str(c.weight);
+    }
+  }
 }
 
 TEST_F(CudaConv, BenchmarkedAlgorithmsAndRepeatCalls) {

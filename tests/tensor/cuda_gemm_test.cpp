@@ -1,7 +1,7 @@
 // cuBLAS GEMM (tensor/cuda/Gemm.cu via tensor/cuda/Gemm.cpp) against
 // the CPU kernels as the oracle: mm, bmm, matmul (every rank combination,
 // broadcast batch dims) and linear, forward and backward through autograd,
-// float32 (TF32 off) and float64, plus the integer kernel; transposed,
+// float32 (TF32 off), float64, float16 and bfloat16, plus the integer kernel; transposed,
 // padded, sliced (copied) and expanded (batch stride 0) operands; odd sizes,
 // size-1 and empty dims; errors.  Tagged gpu; every case skips itself where
 // no GPU is visible.  The layout logic itself is host-tested in
@@ -135,6 +135,33 @@ TEST_F(CudaGemm, LinearWithAndWithoutBias) {
     EXPECT_TRUE(GradParity(
         [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
         {sample(d, {0, 7}, 9), sample(d, {5, 7}, 10), sample(d, {5}, 11)}));
+  }
+}
+
+// float16 and bfloat16 go to cuBLAS as they are (tensor cores, float32
+// accumulation, one rounding); the CPU computes them in float32 and rounds
+// once, so the two differ by the accumulation order: within a unit in the
+// last place of the 16-bit result, relative to the largest value.
+TEST_F(CudaGemm, HalfAndBfloat16ProductsAccumulateInFloat32) {
+  for (DType d : {kFloat16, kBFloat16}) {
+    const double rtol = d == kFloat16 ? 2e-3 : 1e-2;
+    for (const auto& s : std::vector<std::vector<int64_t>>{{64, 33, 65}, {17, 9, 13}, {128, 256, 64}}) {
+      const Tensor a = sample(d, {s[0], s[1]}, 1), b = sample(d, {s[1], s[2]}, 2);
+      const Tensor got = native::mm(a.to(kGpu), b.to(kGpu));
+      EXPECT_EQ(got.dtype(), d);
+      EXPECT_TRUE(CloseScaled(got, native::mm(a, b), rtol)) << dtype_name(d);
+    }
+    EXPECT_TRUE(CloseScaled(native::bmm(sample(d, {3, 9, 17}, 3).to(kGpu), sample(d, {3, 17, 5}, 4).to(kGpu)),
+                            native::bmm(sample(d, {3, 9, 17}, 3), sample(d, {3, 17, 5}, 4)), rtol))
+        << dtype_name(d);
+    EXPECT_TRUE(GradParity(
+        [](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+        {sample(d, {6, 40}, 5), sample(d, {24, 40}, 6), sample(d, {24}, 7)}, rtol))
+        << dtype_name(d);
+    EXPECT_TRUE(GradParity(
+        [](const std::vector<Tensor>& in) { return linear(in[0].t(), in[1]); },
+        {sample(d, {33, 9}, 8), sample(d, {31, 33}, 9)}, rtol))
+        << dtype_name(d);
   }
 }
 
