@@ -11,7 +11,10 @@
 // major) per timed step, rss_mib its peak resident set at the end.  The step ends with loss.item(), a
 // host sync, so on a GPU every step's kernels are inside its time.
 // bench/compare_train_step.sh runs it beside the PyTorch twin (train_step.py);
-// bench/gpu/run.sh runs both on a GPU machine.
+// bench/gpu/run.sh runs both on a GPU machine.  --profile adds, after the
+// line, each phase's kernels (native/KernelProfile.h: self time per dispatch
+// slot, ms per step over the timed steps) and the time outside them, as
+// train_step.py --profile does from PyTorch's profiler.
 #include <CLI/CLI.hpp>
 #include <sys/resource.h>
 
@@ -22,8 +25,31 @@
 
 #include "loom.h"
 #include "tensor/cpu/ConvChoice.h"
+#include "tensor/native/KernelProfile.h"
 
 using namespace loom;
+
+namespace {
+// Per phase, the kernels above 0.5% of the step, in ms per step.
+void print_profile(const std::vector<native::KernelStat>& stats, int64_t iters, double step_ms) {
+  double in_kernels = 0;
+  for (const auto& s : stats) in_kernels += s.seconds;
+  for (const char* phase : {"forward", "backward", "optimizer"}) {
+    double total = 0;
+    for (const auto& s : stats)
+      if (s.phase == phase) total += s.seconds;
+    std::printf("profile %-9s kernels %8.2f ms\n", phase, total * 1e3 / iters);
+    for (const auto& s : stats) {
+      const double ms = s.seconds * 1e3 / iters;
+      if (s.phase != phase || ms < 0.005 * step_ms) continue;
+      std::printf("profile %-9s   %-26s %8.2f ms %6.1f calls\n", phase, s.name.c_str(), ms,
+                  static_cast<double>(s.calls) / iters);
+    }
+  }
+  std::printf("profile outside kernels %8.2f ms (of %.2f ms mean step)\n",
+              step_ms - in_kernels * 1e3 / iters, step_ms);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Time a loom training step"};
@@ -44,6 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--amp", amp, "Autocast the forward and loss: none, bf16 or fp16")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "bf16", "fp16"}));
+  bool profile = false;
+  app.add_flag("--profile", profile, "Print each phase's kernel times per step");
   CLI11_PARSE(app, argc, argv);
   try {
     set_num_threads(threads);
@@ -82,16 +110,24 @@ int main(int argc, char** argv) {
         if (device.is_cuda()) cuda::reset_peak_memory_stats(device.index);
         cpu::reset_peak_memory_stats();
         faults_at_warmup = faults();
+        if (profile) native::start_kernel_profile();
       }
+      const auto phase = [&](const char* name) {
+        if (profile && i >= warmup) native::set_kernel_profile_phase(name);
+      };
       const auto t0 = std::chrono::steady_clock::now();
+      phase("optimizer");
       opt.zero_grad();
       Tensor loss;
       {
+        phase("forward");
         std::optional<amp::AutocastGuard> autocast;
         if (amp != "none") autocast.emplace(device.type, amp == "bf16" ? kBFloat16 : kFloat16);
         loss = cross_entropy(model->forward(x), y);
       }
+      phase("backward");
       loss.backward();
+      phase("optimizer");
       opt.step();
       (void)loss.item<float>();
       const auto t1 = std::chrono::steady_clock::now();
@@ -120,6 +156,7 @@ int main(int argc, char** argv) {
         peak_mib, faults_per_step, rss_mib, amp == "none" ? "" : (" amp=" + amp).c_str(),
         static_cast<long long>(cpu::conv_choice_stats().onednn),
         static_cast<long long>(cpu::conv_choice_stats().decided));
+    if (profile) print_profile(native::stop_kernel_profile(), iters, mean);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -3,7 +3,10 @@ optimizer and method, on the CPU or a GPU; prints the same line with "torch"
 in front.  On CUDA, TF32 follows --tf32 for both cuBLAS and cuDNN, cudnn
 benchmark is on (as in loom's run), and peak_mib is
 torch.cuda.max_memory_allocated over the timed steps.  --amp bf16|fp16 runs
-the forward and the loss under torch.autocast (the line ends with amp=...)."""
+the forward and the loss under torch.autocast (the line ends with amp=...).
+--profile runs the timed steps under PyTorch's profiler and prints, after the
+line, each phase's time and the ops above 0.5% of the step by self CPU time,
+in ms per step (beside bench/train_step --profile's kernel table)."""
 import argparse
 import contextlib
 import os
@@ -30,6 +33,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tf32", default="true", choices=["true", "false", "1", "0"])
     ap.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"])
+    ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
     tf32 = a.tf32 in ("true", "1")
     torch.set_num_threads(a.threads)
@@ -52,19 +56,28 @@ def main():
         return u.ru_minflt + u.ru_majflt
 
     faults_at_warmup = 0
+    prof = None
     for i in range(a.warmup + a.iters):
         if i == a.warmup:
             faults_at_warmup = faults()
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
+            if a.profile:
+                prof = torch.autograd.profiler.profile()
+                prof.__enter__()
+        phase = (lambda name: torch.autograd.profiler.record_function(name)) if prof else (
+            lambda name: contextlib.nullcontext())
         t0 = time.perf_counter()
-        opt.zero_grad()
+        with phase("optimizer"):
+            opt.zero_grad()
         region = contextlib.nullcontext() if a.amp == "none" else torch.autocast(
             device.type, dtype=torch.bfloat16 if a.amp == "bf16" else torch.float16)
-        with region:
+        with phase("forward"), region:
             loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+        with phase("backward"):
+            loss.backward()
+        with phase("optimizer"):
+            opt.step()
         loss.item()
         t1 = time.perf_counter()
         if i >= a.warmup:
@@ -79,6 +92,23 @@ def main():
               a.model, a.device, a.batch, a.size, a.threads, int(tf32), median,
               statistics.mean(ms), a.batch * 1000.0 / median, peak, faults_per_step, rss_mib,
               "" if a.amp == "none" else " amp=" + a.amp))
+    if prof:
+        prof.__exit__(None, None, None)
+        print_profile(prof, a.iters, statistics.mean(ms))
+
+
+def print_profile(prof, iters, step_ms):
+    averages = prof.key_averages()
+    for phase in ("forward", "backward", "optimizer"):
+        total = sum(e.cpu_time_total for e in averages if e.key == phase)
+        print("profile %-9s total   %8.2f ms" % (phase, total / 1e3 / iters))
+    ops = sorted((e for e in averages if e.key not in ("forward", "backward", "optimizer")),
+                 key=lambda e: -e.self_cpu_time_total)
+    for e in ops:
+        ms = e.self_cpu_time_total / 1e3 / iters
+        if ms < 0.005 * step_ms:
+            break
+        print("profile   %-44s %8.2f ms %6.1f calls" % (e.key[:44], ms, e.count / iters))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // Pooling kernels: loops over planes, with the window bounds clipped once
 // per output row/column instead of per element.  float max_pool2d runs an
-// AVX2 path, 8 outputs at a time.
+// AVX2 path, 8 outputs at a time; bfloat16 max_pool2d runs it on widened
+// planes.
 #include "tensor/cpu/Pooling.h"
 
 #include <immintrin.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "tensor/Parallel.h"
+#include "tensor/cpu/Bfloat16Runs.h"
 #include "tensor/native/Pooling.h"
 
 namespace loom {
@@ -175,6 +177,43 @@ void max_pool2d_forward(const PoolGeometry& g, const T* input, T* out, int64_t* 
   });
 }
 
+// bfloat16, a plane at a time through float32 plane buffers: the forward
+// widens the plane and runs the float32 kernel (the max of bfloat16 values
+// narrows back exactly), the backward accumulates the gradient of the plane
+// in float32 and rounds it once.  The float32 kernels' results, without
+// float32 copies of the tensors.
+void max_pool2d_forward_bfloat16(const PoolGeometry& g, const BFloat16* input, BFloat16* out,
+                                 int64_t* indices) {
+  const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
+  for_planes(g, [&](int64_t p0, int64_t p1) {
+    std::vector<float> plane(HW), pooled(OHW), pad;
+    for (int64_t p = p0; p < p1; ++p) {
+      widen_bfloat16(input + p * HW, plane.data(), HW);
+      if (HW < (int64_t{1} << 30))
+        max_pool_plane_f32(g, plane.data(), pooled.data(), indices + p * OHW, pad);
+      else
+        max_pool_plane(g, plane.data(), pooled.data(), indices + p * OHW);
+      narrow_to_bfloat16(pooled.data(), out + p * OHW, OHW);
+    }
+  });
+}
+
+void max_pool2d_backward_bfloat16(const PoolGeometry& g, const BFloat16* grad_out,
+                                  const int64_t* indices, BFloat16* grad_input) {
+  const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
+  for_planes(g, [&](int64_t p0, int64_t p1) {
+    std::vector<float> gi(HW);
+    for (int64_t p = p0; p < p1; ++p) {
+      std::fill(gi.begin(), gi.end(), 0.0f);
+      const BFloat16* go = grad_out + p * OHW;
+      const int64_t* ix = indices + p * OHW;
+      for (int64_t i = 0; i < OHW; ++i)
+        if (ix[i] >= 0 && ix[i] < HW) gi[ix[i]] += static_cast<float>(go[i]);
+      narrow_to_bfloat16(gi.data(), grad_input + p * HW, HW);
+    }
+  });
+}
+
 template <typename T>
 void max_pool2d_backward(const PoolGeometry& g, const T* grad_out, const int64_t* indices,
                          T* grad_input) {
@@ -328,6 +367,9 @@ T* ptr(const Tensor& t) {
 
 void max_pool2d_kernel(const PoolGeometry& g, const Tensor& input, const Tensor& out,
                        const Tensor& indices) {
+  if (input.dtype() == kBFloat16)
+    return max_pool2d_forward_bfloat16(g, ptr<BFloat16>(input), ptr<BFloat16>(out),
+                                       ptr<int64_t>(indices));
   dispatch_floating(input.dtype(), "max_pool2d", [&](auto tag) {
     using T = typename decltype(tag)::type;
     max_pool2d_forward<T>(g, ptr<T>(input), ptr<T>(out), ptr<int64_t>(indices));
@@ -336,6 +378,9 @@ void max_pool2d_kernel(const PoolGeometry& g, const Tensor& input, const Tensor&
 
 void max_pool2d_backward_kernel(const PoolGeometry& g, const Tensor& grad_output,
                                 const Tensor& indices, const Tensor& grad_input) {
+  if (grad_input.dtype() == kBFloat16)
+    return max_pool2d_backward_bfloat16(g, ptr<BFloat16>(grad_output), ptr<int64_t>(indices),
+                                        ptr<BFloat16>(grad_input));
   dispatch_floating(grad_input.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     max_pool2d_backward<T>(g, ptr<T>(grad_output), ptr<int64_t>(indices), ptr<T>(grad_input));
@@ -373,8 +418,13 @@ void adaptive_avg_pool2d_backward_kernel(const PoolGeometry& g, const Tensor& gr
   });
 }
 
+// bfloat16 max pooling runs as it is (the planes widened one at a time).
+bool max_pool2d_takes_kernel(DType dtype) { return dtype == kBFloat16; }
+
 }  // namespace
 
+static const native::RegisterKernel reg_max_pool2d_takes(native::max_pool2d_takes_stub, kCPU,
+                                                         &max_pool2d_takes_kernel);
 static const native::RegisterKernel reg_max_pool2d(native::max_pool2d_stub, kCPU,
                                                    &max_pool2d_kernel);
 static const native::RegisterKernel reg_max_pool2d_backward(native::max_pool2d_backward_stub,

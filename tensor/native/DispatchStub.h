@@ -34,6 +34,7 @@
 #include <utility>
 
 #include "tensor/Device.h"
+#include "tensor/native/KernelProfile.h"
 
 namespace loom {
 namespace native {
@@ -77,9 +78,11 @@ class DispatchStub<Ret (*)(Args...)> {
 
   bool has(DeviceType type) const { return (type == DeviceType::kCUDA ? cuda_ : cpu_) != nullptr; }
 
-  // Runs the kernel of `device`'s type.
+  // Runs the kernel of `device`'s type (timed while a kernel profile runs).
   template <typename... A>
   Ret operator()(Device device, A&&... args) const {
+    if (!kernel_profiling()) return get(device)(std::forward<A>(args)...);
+    KernelTimer timer(name_);
     return get(device)(std::forward<A>(args)...);
   }
 

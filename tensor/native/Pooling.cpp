@@ -9,6 +9,7 @@ namespace native {
 
 DispatchStub<MaxPool2dKernel> max_pool2d_stub("max_pool2d");
 DispatchStub<MaxPool2dBackwardKernel> max_pool2d_backward_stub("max_pool2d_backward");
+DispatchStub<MaxPool2dTakesKernel> max_pool2d_takes_stub("max_pool2d_takes");
 DispatchStub<AvgPool2dKernel> avg_pool2d_stub("avg_pool2d");
 DispatchStub<AvgPool2dBackwardKernel> avg_pool2d_backward_stub("avg_pool2d_backward");
 DispatchStub<AdaptiveAvgPool2dKernel> adaptive_avg_pool2d_stub("adaptive_avg_pool2d");
@@ -35,6 +36,14 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
   return out;
 }
 
+// A float16/bfloat16 tensor the device's max-pool kernels do not take as it
+// is: computed in float32 and rounded once.
+bool max_pool_widens(const Tensor& t) {
+  return is_reduced_float(t.dtype()) &&
+         !(max_pool2d_takes_stub.has(t.device().type) &&
+           max_pool2d_takes_stub.get(t.device())(t.dtype()));
+}
+
 void check_input(const char* op, const Tensor& input) {
   check_defined(op, input, "input");
   LOOM_CHECK(input.dim() == 3 || input.dim() == 4, op,
@@ -43,8 +52,10 @@ void check_input(const char* op, const Tensor& input) {
     LOOM_CHECK(input.size(d) > 0, op,
                ": expected non-zero sizes for the channel and spatial dims, got ",
                input.describe());
-  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
-             ": expected a float32 or float64 input, got ", input.describe());
+  // 16-bit floats reach here only where the device's kernels take them.
+  LOOM_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64 ||
+                 (is_reduced_float(input.dtype()) && !max_pool_widens(input)),
+             op, ": expected a float32 or float64 input, got ", input.describe());
   check_kernel_device(op, input);
 }
 
@@ -114,8 +125,7 @@ Tensor new_grad_input(const char* op, const Tensor& grad_output, const IntList& 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList kernel_size,
                                                    IntList stride, IntList padding,
                                                    IntList dilation, bool ceil_mode) {
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (input.defined() && is_reduced_float(input.dtype())) {
+  if (input.defined() && max_pool_widens(input)) {
     auto [values, indices] =
         max_pool2d_with_indices(widen(input), kernel_size, stride, padding, dilation, ceil_mode);
     return {round_to(values, input.dtype()), indices};
@@ -132,8 +142,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList 
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes,
                            const Tensor& indices) {
-  // float16/bfloat16: computed in float32, rounded once (no 16-bit kernel yet).
-  if (grad_output.defined() && is_reduced_float(grad_output.dtype()))
+  if (grad_output.defined() && max_pool_widens(grad_output))
     return round_to(max_pool2d_backward(widen(grad_output), input_sizes, indices),
                     grad_output.dtype());
   Tensor grad_input = new_grad_input("max_pool2d_backward", grad_output, input_sizes);

@@ -55,7 +55,12 @@ using AdaptiveAvgPool2dBackwardKernel = void (*)(const PoolGeometry& g,
                                                  const Tensor& grad_output,
                                                  const Tensor& grad_input);
 
+// Whether the device's max_pool2d kernels (forward and backward) take a
+// 16-bit float dtype as it is; else the ops compute in float32 and round.
+using MaxPool2dTakesKernel = bool (*)(DType dtype);
+
 extern DispatchStub<MaxPool2dKernel> max_pool2d_stub;
+extern DispatchStub<MaxPool2dTakesKernel> max_pool2d_takes_stub;
 extern DispatchStub<MaxPool2dBackwardKernel> max_pool2d_backward_stub;
 extern DispatchStub<AvgPool2dKernel> avg_pool2d_stub;
 extern DispatchStub<AvgPool2dBackwardKernel> avg_pool2d_backward_stub;

@@ -8,6 +8,7 @@
 #include "tensor/native/Loss.h"
 #include "tensor/native/Normalization.h"
 #include "tensor/native/Optim.h"
+#include "tensor/native/Pooling.h"
 #include "tensor/native/Unary.h"
 #include "tests/TestUtil.h"
 
@@ -210,6 +211,31 @@ TEST(HalfOps, BatchNormIsTheRoundedFloat32Result) {
       }
 }
 
+// Channels of bfloat16 that fit the per-thread buffer (N * S <= 2^16) are
+// widened once and the passes run on float32 there; larger ones stream.
+// Both give the float32 result, with runs longer than one 1024-value chunk.
+TEST(HalfOps, CpuBfloat16BatchNormCachedAndStreamedChannels) {
+  for (const IntList& shape : {IntList{2, 3, 150, 200}, IntList{2, 2, 200, 200}}) {
+    const Tensor x = sample(kBFloat16, shape, 40), dy = sample(kBFloat16, shape, 41);
+    const int64_t C = shape[1];
+    const Tensor w = sample(kFloat32, {C}, 42), b = sample(kFloat32, {C}, 43);
+    auto [y, mean, invstd] = native::batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
+    auto [y32, mean32, invstd32] =
+        native::batch_norm(wide(x), Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
+    EXPECT_EQ(y.sizes(), y32.sizes());
+    EXPECT_TRUE(testing::AllClose(mean, mean32, 1e-5, 1e-7)) << shape_str(shape);
+    EXPECT_TRUE(testing::AllClose(invstd, invstd32, 1e-5, 1e-7)) << shape_str(shape);
+    EXPECT_TRUE(testing::AllClose(wide(y), wide(y32.to(kBFloat16)), 8e-3, 1e-6)) << shape_str(shape);
+    Tensor gi, gw, gb, gi32, gw32, gb32;
+    native::batch_norm_backward(dy, x, w, mean, invstd, true, true, true, true, gi, gw, gb);
+    native::batch_norm_backward(wide(dy), wide(x), w, mean32, invstd32, true, true, true, true,
+                                gi32, gw32, gb32);
+    EXPECT_TRUE(testing::AllClose(wide(gi), wide(gi32.to(kBFloat16)), 8e-3, 1e-5)) << shape_str(shape);
+    EXPECT_TRUE(testing::AllClose(gw, gw32, 1e-4, 1e-4)) << shape_str(shape);
+    EXPECT_TRUE(testing::AllClose(gb, gb32, 1e-4, 1e-4)) << shape_str(shape);
+  }
+}
+
 // bfloat16 batch norm on the CPU reads and writes bfloat16 as it is: no
 // float32 copy of the input or the output (the peak grows by the bfloat16
 // output and the statistics, not by 4-byte copies).
@@ -292,6 +318,38 @@ TEST(HalfOps, CpuBfloat16ElementwiseMakesNoFloat32Copies) {
   EXPECT_LT(growth([&] { native::binary_(native::binary_op<optable::Add>(), c, b); }), 4096) << "add_";
   EXPECT_LT(growth([&] { native::unary_(relu, c); }), 4096) << "relu_";
   EXPECT_EQ(keep.dtype(), kBFloat16);
+}
+
+
+// bfloat16 max pooling on the CPU runs a plane at a time in float32: the
+// same values and indices as pooling the float32 tensor, gradients rounded
+// once, for overlapping, padded, dilated and ceil-mode windows; and no
+// float32 copy of the input or the gradient.
+TEST(HalfOps, CpuBfloat16MaxPoolIsTheFloat32Result) {
+  struct Case {
+    IntList kernel, stride, padding, dilation;
+    bool ceil;
+  };
+  const Tensor x = sample(kBFloat16, {3, 5, 23, 18}, 30);
+  for (const Case& c : {Case{{3}, {2}, {1}, {1}, false}, Case{{2, 3}, {1, 2}, {0, 1}, {1}, true},
+                        Case{{3}, {2}, {1}, {2}, false}, Case{{4}, {3}, {2}, {1}, true}}) {
+    auto [y, ix] = native::max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil);
+    auto [y32, ix32] = native::max_pool2d_with_indices(wide(x), c.kernel, c.stride, c.padding,
+                                                       c.dilation, c.ceil);
+    EXPECT_TRUE(Identical(y, y32.to(kBFloat16)));
+    EXPECT_TRUE(Identical(ix, ix32));
+    const Tensor g = sample(kBFloat16, y.sizes(), 31);
+    EXPECT_TRUE(Identical(native::max_pool2d_backward(g, x.sizes(), ix),
+                          native::max_pool2d_backward(wide(g), x.sizes(), ix).to(kBFloat16)));
+  }
+  if (cpu::allocator_mode() != "caching") return;
+  const Tensor big = sample(kBFloat16, {8, 16, 64, 64}, 32);
+  cpu::reset_peak_memory_stats();
+  const int64_t before = cpu::memory_allocated();
+  auto [y, ix] = native::max_pool2d_with_indices(big, {3}, {2}, {1}, {1}, false);
+  const Tensor gi = native::max_pool2d_backward(y, big.sizes(), ix);
+  // The pooled output, its indices and the bfloat16 gradient; no 4-byte copies.
+  EXPECT_LT(cpu::max_memory_allocated() - before, y.nbytes() + ix.nbytes() + gi.nbytes() + 65536);
 }
 
 }  // namespace

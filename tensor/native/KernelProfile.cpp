@@ -1,0 +1,83 @@
+#include "tensor/native/KernelProfile.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace loom {
+namespace native {
+
+std::atomic<bool> kernel_profile_on{false};
+
+namespace {
+
+struct Profile {
+  std::mutex mutex;
+  std::string phase;
+  std::map<std::pair<std::string, std::string>, KernelStat> stats;  // by (phase, name)
+};
+
+Profile& profile() {
+  static Profile* p = new Profile;  // never destroyed: kernels may run at exit
+  return *p;
+}
+
+thread_local KernelTimer* innermost = nullptr;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void start_kernel_profile() {
+  Profile& p = profile();
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.stats.clear();
+    p.phase.clear();
+  }
+  kernel_profile_on.store(true);
+}
+
+void set_kernel_profile_phase(const std::string& phase) {
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.phase = phase;
+}
+
+std::vector<KernelStat> stop_kernel_profile() {
+  kernel_profile_on.store(false);
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  std::vector<KernelStat> out;
+  for (const auto& entry : p.stats) out.push_back(entry.second);
+  std::sort(out.begin(), out.end(),
+            [](const KernelStat& a, const KernelStat& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+KernelTimer::KernelTimer(const char* name)
+    : name_(name), start_ns_(now_ns()), parent_(innermost) {
+  innermost = this;
+}
+
+KernelTimer::~KernelTimer() {
+  const int64_t total = now_ns() - start_ns_;
+  innermost = parent_;
+  if (parent_ != nullptr) parent_->children_ns_ += total;
+  Profile& p = profile();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  KernelStat& s = p.stats[{p.phase, name_}];
+  s.phase = p.phase;
+  s.name = name_;
+  ++s.calls;
+  s.seconds += static_cast<double>(total - children_ns_) * 1e-9;
+}
+
+}  // namespace native
+}  // namespace loom

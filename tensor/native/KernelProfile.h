@@ -1,0 +1,55 @@
+// Per-kernel wall time of the dispatch slots, for benchmarks that compare a
+// step op by op with PyTorch's profiler (bench/train_step --profile).
+//
+// While a profile runs, every call through a DispatchStub is timed under
+// the slot's name ("conv2d_backward", "binary", "copy_", ...) and the phase
+// the caller set ("forward", "backward", "optimizer").  Times are self
+// times: a kernel that calls other slots (a convolution filling an empty
+// output, say) is charged without them.  Calls from any thread count (the
+// autograd engine's too).  CUDA kernels are timed at launch only, so the
+// figures describe CPU kernels.  Off, the cost is one relaxed atomic load
+// per kernel call.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom {
+namespace native {
+
+extern std::atomic<bool> kernel_profile_on;
+
+inline bool kernel_profiling() { return kernel_profile_on.load(std::memory_order_relaxed); }
+
+struct KernelStat {
+  std::string phase, name;
+  int64_t calls = 0;
+  double seconds = 0;  // self time
+};
+
+// Starts a profile (clearing the last one) in phase "".
+void start_kernel_profile();
+// The phase later calls are charged to (any thread's).
+void set_kernel_profile_phase(const std::string& phase);
+// Stops and returns the profile, largest time first.
+std::vector<KernelStat> stop_kernel_profile();
+
+// Times one kernel call; DispatchStub makes one per call while profiling.
+class KernelTimer {
+ public:
+  explicit KernelTimer(const char* name);
+  ~KernelTimer();
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+
+ private:
+  const char* name_;
+  int64_t start_ns_;
+  int64_t children_ns_ = 0;  // nested kernel calls' time, not this one's
+  KernelTimer* parent_;
+};
+
+}  // namespace native
+}  // namespace loom
