@@ -1,7 +1,8 @@
-// CPU kernels for native::mm / bmm / linear on cpu::gemm (Gemm.h).  The only
-// layout work is deciding how a strided 2-D view reaches the GEMM
-// (native/GemmLayout.h): row-major (unit column stride), as a transpose (unit
-// row stride), or, for anything else, as a contiguous copy.
+// CPU kernels for native::mm / bmm / linear on cpu::gemm (Gemm.h), and for
+// bfloat16 on oneDNN's matmul (OneDnnMatmul.h) where the CPU has bfloat16
+// kernels.  The only layout work is deciding how a strided 2-D view reaches
+// the GEMM (native/GemmLayout.h): row-major (unit column stride), as a
+// transpose (unit row stride), or, for anything else, as a contiguous copy.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -9,9 +10,11 @@
 #include "tensor/Factory.h"
 #include "tensor/Parallel.h"
 #include "tensor/cpu/Gemm.h"
+#include "tensor/cpu/OneDnnMatmul.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/GemmLayout.h"
 #include "tensor/native/Linalg.h"
+#include "tensor/native/Reduce.h"
 
 namespace loom {
 namespace cpu {
@@ -52,9 +55,26 @@ void dispatch_gemm(DType dtype, Fn&& fn) {
   }
 }
 
+onednn::MatmulOperand matmul_operand(const GemmOperand& op) {
+  return {op.holder.data_ptr(), op.trans, op.ld, op.batch_stride};
+}
+
+// bfloat16 through oneDNN: out (batch, m, n) = a @ b (+ out).
+void bfloat16_product(const GemmOperand& oa, const GemmOperand& ob, int64_t batch, int64_t m,
+                      int64_t n, int64_t k, const Tensor& out, bool accumulate) {
+  if (out.numel() == 0) return;
+  if (k == 0) {  // an empty sum
+    if (!accumulate) native::fill_(out, 0);
+    return;
+  }
+  onednn::matmul(kBFloat16, batch, m, n, k, matmul_operand(oa), matmul_operand(ob),
+                 out.data_ptr(), accumulate);
+}
+
 void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   const GemmOperand oa = gemm_operand(a), ob = gemm_operand(b);
+  if (out.dtype() == kBFloat16) return bfloat16_product(oa, ob, 1, m, n, k, out, accumulate);
   dispatch_gemm(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     gemm_parallel<T>(oa.trans, ob.trans, m, n, k, T(1),
@@ -67,6 +87,7 @@ void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
 void bmm_kernel(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
   const GemmOperand oa = gemm_operand(a), ob = gemm_operand(b);
+  if (out.dtype() == kBFloat16) return bfloat16_product(oa, ob, batch, m, n, k, out, false);
   dispatch_gemm(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pa = static_cast<const T*>(oa.holder.data_ptr());
@@ -89,6 +110,9 @@ void bmm_kernel(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 Tensor sum_rows_kernel(const Tensor& matrix) {
+  // bfloat16 (oneDNN products): the reduction accumulates in float32.
+  if (matrix.dtype() == kBFloat16)
+    return native::to(native::sum(matrix, {0}, false), matrix.device(), kBFloat16);
   const int64_t m = matrix.size(0), n = matrix.size(1);
   const Tensor g = native::contiguous(matrix);
   Tensor out = empty({n}, TensorOptions(g.dtype()).device(g.device()));
@@ -108,9 +132,16 @@ Tensor sum_rows_kernel(const Tensor& matrix) {
   return out;
 }
 
+// bfloat16 goes to oneDNN as it is where the CPU has bfloat16 kernels.
+bool gemm_takes_kernel(DType dtype) {
+  return dtype == kBFloat16 && onednn::bf16_matmul_available();
+}
+
 }  // namespace
 
 static const native::RegisterKernel reg_gemm(native::gemm_stub, kCPU, &gemm_kernel);
+static const native::RegisterKernel reg_gemm_takes(native::gemm_takes_stub, kCPU,
+                                                   &gemm_takes_kernel);
 static const native::RegisterKernel reg_bmm(native::bmm_stub, kCPU, &bmm_kernel);
 static const native::RegisterKernel reg_sum_rows(native::sum_rows_stub, kCPU, &sum_rows_kernel);
 

@@ -22,6 +22,7 @@
 #include "tensor/Factory.h"
 #include "tensor/Parallel.h"
 #include "tensor/cpu/OmpThreads.h"
+#include "tensor/cpu/OneDnnEngine.h"
 
 namespace loom {
 namespace cpu {
@@ -37,11 +38,6 @@ std::string read_backend() {
   LOOM_CHECK(v == "auto" || v == "onednn" || v == "loom",
              "LOOM_CPU_CONV: expected \"auto\", \"onednn\" or \"loom\", got \"", v, "\"");
   return v;
-}
-
-const dnnl::engine& engine() {
-  static const dnnl::engine* eng = new dnnl::engine(dnnl::engine::kind::cpu, 0);
-  return *eng;
 }
 
 dnnl::memory::data_type data_type(DType d) {

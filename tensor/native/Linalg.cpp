@@ -38,7 +38,7 @@ void check_gemm_dtype(const Tensor& t, const char* what) {
   LOOM_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kInt64 || dtype == kInt32 ||
                  gemm_takes(t),
              what, ": not supported for dtype ", dtype_name(dtype),
-             " (supported: float32, float64, int32, int64; float16 and bfloat16 on CUDA)");
+             " (supported: float32, float64, int32, int64; float16 and bfloat16 on CUDA, bfloat16 on CPUs with oneDNN bfloat16 kernels)");
 }
 
 void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
