@@ -4,7 +4,8 @@
 //   loom <model> device=<d> batch=<B> size=<S> threads=<T> tf32=<0|1>
 //        ms_per_step=<median> mean=<mean> images_per_s=<B / median> peak_mib=<P>
 // With --amp bf16|fp16 the forward and the loss run under amp::AutocastGuard
-// (the CPU takes bf16) and the line ends with amp=<dtype>.
+// (the CPU takes bf16) and the line ends with amp=<dtype>; fp16 also scales
+// the loss with amp::GradScaler (PyTorch's AMP recipe: scale, step, update).
 // peak_mib is the caching allocator's peak of allocated bytes during the
 // timed steps (the CUDA one on a GPU, the CPU one (tensor/CpuMemory.h) on the
 // CPU).  faults_per_step is the process's page faults (getrusage, minor +
@@ -98,6 +99,9 @@ int main(int argc, char** argv) {
     Tensor x = randn({batch, channels, size, size}).to(device);
     Tensor y = randint(0, classes, {batch}).to(device);
     optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+    amp::GradScalerOptions scaler_options;
+    scaler_options.enabled = amp == "fp16";
+    amp::GradScaler scaler(scaler_options);
     std::vector<double> ms;
     const auto faults = [] {
       rusage u{};
@@ -126,9 +130,10 @@ int main(int argc, char** argv) {
         loss = cross_entropy(model->forward(x), y);
       }
       phase("backward");
-      loss.backward();
+      scaler.scale(loss).backward();
       phase("optimizer");
-      opt.step();
+      scaler.step(opt);
+      scaler.update();
       (void)loss.item<float>();
       const auto t1 = std::chrono::steady_clock::now();
       if (i >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());

@@ -3,7 +3,8 @@ optimizer and method, on the CPU or a GPU; prints the same line with "torch"
 in front.  On CUDA, TF32 follows --tf32 for both cuBLAS and cuDNN, cudnn
 benchmark is on (as in loom's run), and peak_mib is
 torch.cuda.max_memory_allocated over the timed steps.  --amp bf16|fp16 runs
-the forward and the loss under torch.autocast (the line ends with amp=...).
+the forward and the loss under torch.autocast (the line ends with amp=...);
+fp16 also scales the loss with torch.cuda.amp.GradScaler.
 --profile runs the timed steps under PyTorch's profiler and prints, after the
 line, each phase's time and the ops above 0.5% of the step by self CPU time,
 in ms per step (beside bench/train_step --profile's kernel table)."""
@@ -49,6 +50,7 @@ def main():
     x = torch.randn(a.batch, channels, a.size, a.size).to(device)
     y = torch.randint(0, a.classes, (a.batch,)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.cuda.amp.GradScaler(enabled=a.amp == "fp16")
     ms = []
 
     def faults():
@@ -75,9 +77,10 @@ def main():
         with phase("forward"), region:
             loss = torch.nn.functional.cross_entropy(model(x), y)
         with phase("backward"):
-            loss.backward()
+            scaler.scale(loss).backward()
         with phase("optimizer"):
-            opt.step()
+            scaler.step(opt)
+            scaler.update()
         loss.item()
         t1 = time.perf_counter()
         if i >= a.warmup:

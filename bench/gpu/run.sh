@@ -11,8 +11,9 @@
 #   3. compute-sanitizer memcheck on the tests that cover loom's own kernels,
 #      racecheck on one (not with --quick)
 #   4. training steps beside PyTorch on the same GPU: ResNet-50 batch 128
-#      224x224 TF32, the ConvNet batch 128 (PyTorch runs with the machine's own
-#      library path, not the bundle's)
+#      224x224 TF32, ResNet-50 batch 256 with fp16 autocast + GradScaler (issue
+#      18's AMP target), the ConvNet batch 128 (PyTorch runs with the machine's
+#      own library path, not the bundle's)
 #   5. MNIST 1 epoch on cuda, eager and with --cuda-graph, beside the CPU's
 #      accuracy for the same seed (not with --quick)
 #   6. the split_size experiment on one GPU, both stages on cuda:0 with their
@@ -38,7 +39,7 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/loom-gpu.XXXXXX")"
 mkdir -p "$out" "$work/tests"
 : >"$out/summary.txt"
 started=$SECONDS
-budget=$((quick ? 180 : 420))   # seconds for every step together
+budget=$((quick ? 180 : 480))   # seconds for every step together
 failures=0
 
 summary() { echo "$*" | tee -a "$out/summary.txt"; }
@@ -197,10 +198,12 @@ fi
 # ---- 4. training steps beside PyTorch ---------------------------------------------------
 device=cuda
 resnet=(--model resnet50 --batch 128 --size 224 --classes 1000 --iters 20 --warmup 5 --tf32 true)
+resnet_amp=(--model resnet50 --batch 256 --size 224 --classes 1000 --iters 10 --warmup 5 --amp fp16)
 convnet=(--model convnet --batch 128 --size 28 --iters 100 --warmup 10 --tf32 true)
 if ((!has_gpu)); then  # the flow, on tiny CPU configurations
   device=cpu
   resnet=(--model resnet50 --batch 2 --size 32 --classes 10 --iters 1 --warmup 1)
+  resnet_amp=(--model resnet50 --batch 2 --size 32 --classes 10 --iters 1 --warmup 1 --amp bf16)
   convnet=(--model convnet --batch 8 --size 28 --iters 2 --warmup 1)
 fi
 bench_pair() {  # bench_pair NAME ARGS...: loom, then PyTorch, same flags
@@ -231,6 +234,7 @@ bench_pair() {  # bench_pair NAME ARGS...: loom, then PyTorch, same flags
 }
 mkdir -p "$work/bench"
 bench_pair resnet50 "${resnet[@]}"
+bench_pair resnet50-amp "${resnet_amp[@]}"
 bench_pair convnet "${convnet[@]}"
 
 # ---- 5. MNIST ---------------------------------------------------------------------------
