@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tensor/Parallel.h"
@@ -199,6 +200,21 @@ void chunked_grad_sums(const float* dy, const float* x, int64_t n, float mean, d
   }
 }
 
+// Stores channel c's mean m, biased variance (sq / count) and 1 / sqrt(var +
+// eps), and returns the map y = a * x + shift that normalises and scales it.
+template <typename A>
+std::pair<A, A> channel_affine(A m, double sq, double count, double eps, const A* weight,
+                               const A* bias, int64_t c, A* mean, A* var, A* invstd) {
+  const double v = sq / count;
+  const double is = 1.0 / std::sqrt(v + eps);
+  mean[c] = m;
+  var[c] = static_cast<A>(v);
+  invstd[c] = static_cast<A>(is);
+  const double w = weight ? static_cast<double>(weight[c]) : 1.0;
+  const double b = bias ? static_cast<double>(bias[c]) : 0.0;
+  return {static_cast<A>(w * is), static_cast<A>(b - static_cast<double>(m) * w * is)};
+}
+
 // Statistics, mean/var/invstd and output of one cached bfloat16 channel.
 void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const float* weight,
                           const float* bias, double eps, BFloat16* y, float* mean, float* var,
@@ -212,14 +228,7 @@ void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const floa
   const float m = static_cast<float>(sum / count);
   double sq = 0;
   for (int64_t n = 0; n < s.batch; ++n) sq += chunked_sq_dev(xf + n * S, S, m);
-  const double v = sq / count;
-  const double is = 1.0 / std::sqrt(v + eps);
-  mean[c] = m;
-  var[c] = static_cast<float>(v);
-  invstd[c] = static_cast<float>(is);
-  const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-  const double b = bias ? static_cast<double>(bias[c]) : 0.0;
-  const float a = static_cast<float>(w * is), shift = static_cast<float>(b - static_cast<double>(m) * w * is);
+  const auto [a, shift] = channel_affine<float>(m, sq, count, eps, weight, bias, c, mean, var, invstd);
   run_affine<float>(xf, s.batch * S, a, shift, xf);
   for (int64_t n = 0; n < s.batch; ++n) narrow_to_bfloat16(xf + n * S, y + (n * C + c) * S, S);
 }
@@ -241,14 +250,7 @@ void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weig
     const A m = static_cast<A>(sum / count);
     double sq = 0;
     for (int64_t n = 0; n < s.batch; ++n) sq += run_sq_dev<A>(x + (n * C + c) * S, S, m);
-    const double v = sq / count;
-    const double is = 1.0 / std::sqrt(v + eps);
-    mean[c] = m;
-    var[c] = static_cast<A>(v);
-    invstd[c] = static_cast<A>(is);
-    const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-    const double b = bias ? static_cast<double>(bias[c]) : 0.0;
-    const A a = static_cast<A>(w * is), shift = static_cast<A>(b - static_cast<double>(m) * w * is);
+    const auto [a, shift] = channel_affine<A>(m, sq, count, eps, weight, bias, c, mean, var, invstd);
     for (int64_t n = 0; n < s.batch; ++n)
       run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S);
   });

@@ -11,7 +11,6 @@
 
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -214,38 +213,17 @@ struct KeyHash {
   }
 };
 
-// The primitives made so far.  Bounded: a program that sweeps many shapes
-// starts over rather than growing without end.
-class Cache {
- public:
-  std::shared_ptr<const Entry> get(ConvPass pass, const ConvGeometry& g, DType dtype,
-                                   bool bias) {
-    const Key key{g, int(pass), int(dtype), get_num_threads(), bias};
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = entries_.find(key);
-      if (it != entries_.end()) return it->second;
-    }
-    // Made outside the lock: two threads may both make it; one is kept.
-    std::shared_ptr<const Entry> made;
-    {
-      OmpThreads threads(get_num_threads());
-      made = std::make_shared<const Entry>(make_entry(pass, g, dtype, bias));
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (entries_.size() >= kMaxEntries) entries_.clear();
-    return entries_.emplace(key, made).first->second;
-  }
-
- private:
-  static constexpr size_t kMaxEntries = 4096;
-  std::mutex mutex_;
-  std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash> entries_;
-};
+// The primitives made so far, per (pass, geometry, dtype, threads, bias).
+using Cache = PrimitiveCache<Key, Entry, std::unordered_map<Key, std::shared_ptr<const Entry>, KeyHash>>;
 
 Cache& cache() {
   static Cache* c = new Cache;  // never destroyed: convolutions may run at exit
   return *c;
+}
+
+std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
+  const Key key{g, int(pass), int(dtype), get_num_threads(), bias};
+  return cache().get(key, [&] { return make_entry(pass, g, dtype, bias); });
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& d, const void* p) {
@@ -312,7 +290,7 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
 
 std::shared_ptr<const Entry> checked(ConvPass pass, const ConvGeometry& g, DType dtype,
                                      bool bias) {
-  auto e = cache().get(pass, g, dtype, bias);
+  auto e = entry(pass, g, dtype, bias);
   LOOM_CHECK(e->supported, "conv2d: oneDNN has no ", dtype_name(dtype),
              " kernel for this convolution on this CPU (check onednn::available first)");
   return e;
@@ -328,7 +306,7 @@ const std::string& conv_backend() {
 bool available(ConvPass pass, const ConvGeometry& g, DType dtype) {
   if (dtype != kFloat32 && dtype != kBFloat16) return false;
   // Bias or not makes no difference to whether a kernel exists.
-  return cache().get(pass, g, dtype, pass != ConvPass::kBackwardData)->supported;
+  return entry(pass, g, dtype, pass != ConvPass::kBackwardData)->supported;
 }
 
 

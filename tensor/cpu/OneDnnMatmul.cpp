@@ -1,9 +1,7 @@
 // oneDNN matmul for bfloat16; see OneDnnMatmul.h.
 #include "tensor/cpu/OneDnnMatmul.h"
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -62,40 +60,27 @@ Entry make_entry(int64_t batch, int64_t m, int64_t n, int64_t k, const MatmulOpe
   return e;
 }
 
-class Cache {
- public:
-  std::shared_ptr<const Entry> get(int64_t batch, int64_t m, int64_t n, int64_t k,
-                                   const MatmulOperand& a, const MatmulOperand& b,
-                                   bool accumulate) {
-    const Key key{batch, m,   n,        k, a.trans, a.ld, a.batch_stride, b.trans, b.ld,
-                  b.batch_stride, accumulate, get_num_threads()};
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = entries_.find(key);
-      if (it != entries_.end()) return it->second;
-    }
-    std::shared_ptr<const Entry> made;
-    try {
-      OmpThreads threads(get_num_threads());
-      made = std::make_shared<const Entry>(make_entry(batch, m, n, k, a, b, accumulate));
-    } catch (const dnnl::error& err) {
-      LOOM_FAIL("matmul: oneDNN has no bfloat16 kernel for (", batch, ", ", m, ", ", k, ") @ (",
-                k, ", ", n, "): ", err.what());
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (entries_.size() >= kMaxEntries) entries_.clear();
-    return entries_.emplace(key, made).first->second;
-  }
-
- private:
-  static constexpr size_t kMaxEntries = 4096;
-  std::mutex mutex_;
-  std::map<Key, std::shared_ptr<const Entry>> entries_;
-};
+// The primitives made so far, per shape, layout, accumulation and threads.
+using Cache = PrimitiveCache<Key, Entry>;
 
 Cache& cache() {
   static Cache* c = new Cache;  // never destroyed: products may run at exit
   return *c;
+}
+
+std::shared_ptr<const Entry> entry(int64_t batch, int64_t m, int64_t n, int64_t k,
+                                   const MatmulOperand& a, const MatmulOperand& b,
+                                   bool accumulate) {
+  const Key key{batch,   m,    n,   k,        a.trans,    a.ld, a.batch_stride,
+                b.trans, b.ld, b.batch_stride, accumulate, get_num_threads()};
+  return cache().get(key, [&] {
+    try {
+      return make_entry(batch, m, n, k, a, b, accumulate);
+    } catch (const dnnl::error& err) {
+      LOOM_FAIL("matmul: oneDNN has no bfloat16 kernel for (", batch, ", ", m, ", ", k, ") @ (",
+                k, ", ", n, "): ", err.what());
+    }
+  });
 }
 
 bool ask_bf16_matmul() {
@@ -118,7 +103,7 @@ bool bf16_matmul_available() {
 void matmul(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k, const MatmulOperand& a,
             const MatmulOperand& b, void* c, bool accumulate) {
   LOOM_CHECK(dtype == kBFloat16, "onednn::matmul: expected bfloat16, got ", dtype_name(dtype));
-  const auto e = cache().get(batch, m, n, k, a, b, accumulate);
+  const auto e = entry(batch, m, n, k, a, b, accumulate);
   Tensor scratch;
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, dnnl::memory(e->a, engine(), const_cast<void*>(a.data))},
