@@ -1,0 +1,180 @@
+// float16 and bfloat16 on CUDA against the CPU as the oracle: the
+// conversions (every one of the 65,536 patterns of each type widened, and
+// float32 inputs with every rounding tie and overflow edge narrowed) bit for
+// bit; every op of the unary and binary tables (computed in float32 inside,
+// rounded once, on both devices: equal, or within one unit in the last place
+// where the two devices' float32 exp/log/tanh differ); reductions, which
+// accumulate in float32; and GradScaler's trajectory with injected inf and
+// NaN gradients on the GPU equal to the CPU's.  Tagged gpu; every case skips
+// itself where no GPU is visible.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "optim/optim.h"
+#include "tensor/native/Binary.h"
+#include "tensor/native/Unary.h"
+#include "tests/CudaTestUtil.h"
+
+namespace loom {
+namespace {
+
+using native::BinaryOp;
+using native::UnaryOp;
+using testing_cuda::kGpu;
+
+class CudaHalf : public testing_cuda::CudaTest {};
+
+const DType kHalfTypes[] = {kFloat16, kBFloat16};
+
+// A CPU tensor of dtype (2 or 4 bytes per element) holding these bits.
+template <typename Bits>
+Tensor from_bits(const std::vector<Bits>& bits, DType dtype) {
+  Tensor t = empty({static_cast<int64_t>(bits.size())}, dtype);
+  std::memcpy(t.data_ptr(), bits.data(), bits.size() * sizeof(Bits));
+  return t;
+}
+
+template <typename Bits>
+std::vector<Bits> bits_of(const Tensor& t) {
+  const Tensor c = t.cpu().contiguous();
+  std::vector<Bits> out(c.numel());
+  std::memcpy(out.data(), c.data_ptr(), out.size() * sizeof(Bits));
+  return out;
+}
+
+// Equal bits, any NaN equal to any NaN.
+template <typename Bits>
+::testing::AssertionResult SameBits(const Tensor& got, const Tensor& want) {
+  const auto a = bits_of<Bits>(got), b = bits_of<Bits>(want);
+  const auto av = got.cpu().to(kFloat64).to_vector<double>();
+  const auto bv = want.cpu().to(kFloat64).to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i] || (std::isnan(av[i]) && std::isnan(bv[i]))) continue;
+    return ::testing::AssertionFailure() << "element " << i << ": 0x" << std::hex << a[i]
+                                         << " vs 0x" << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST_F(CudaHalf, EveryBitPatternWidensAsOnTheCpu) {
+  std::vector<uint16_t> patterns(65536);
+  for (uint32_t i = 0; i < 65536; ++i) patterns[i] = static_cast<uint16_t>(i);
+  for (DType d : kHalfTypes) {
+    const Tensor host = from_bits(patterns, d);
+    EXPECT_TRUE(SameBits<uint32_t>(host.to(kGpu).to(kFloat32), host.to(kFloat32))) << dtype_name(d);
+    EXPECT_TRUE(SameBits<uint16_t>(host.to(kGpu), host)) << dtype_name(d) << " round trip";
+  }
+}
+
+TEST_F(CudaHalf, Float32NarrowsAsOnTheCpu) {
+  std::vector<uint32_t> inputs;
+  // Every bfloat16 tie and its neighbours, float16 ties across its range,
+  // overflow edges, infinities and NaNs, then random bits.
+  for (uint32_t hi = 0; hi < 65536; hi += 3)
+    for (uint32_t lo : {0x7FFFu, 0x8000u, 0x8001u}) inputs.push_back((hi << 16) | lo);
+  for (uint32_t e = 0x33000000u; e < 0x47800000u; e += 0x00100000u)
+    for (uint32_t m : {0x0FFFu, 0x1000u, 0x1001u, 0x3000u}) inputs.push_back(e | m);
+  for (uint32_t v : {0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x477FF000u, 0x477FEFFFu})
+    inputs.push_back(v);
+  uint64_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    inputs.push_back(static_cast<uint32_t>(state >> 32));
+  }
+  const Tensor host = from_bits(inputs, kFloat32);
+  for (DType d : kHalfTypes)
+    EXPECT_TRUE(SameBits<uint16_t>(host.to(kGpu).to(d), host.to(d))) << dtype_name(d);
+}
+
+// Within one unit in the last place of dtype (exactly equal for the ops
+// whose float32 results agree on both devices, which is most).
+::testing::AssertionResult WithinOneUlp(const Tensor& got, const Tensor& want, DType dtype) {
+  if (got.dtype() != want.dtype() || got.sizes() != want.sizes())
+    return ::testing::AssertionFailure() << got.describe() << " vs " << want.describe();
+  const double ulp = dtype == kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+  const auto a = got.cpu().to(kFloat64).to_vector<double>();
+  const auto b = want.to(kFloat64).to_vector<double>();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;
+    if (std::abs(a[i] - b[i]) <= ulp * std::max(std::abs(b[i]), 6.2e-5)) continue;
+    return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Tensor sample(DType d, IntList sizes, uint64_t seed, double lo, double hi) {
+  Generator gen(seed);
+  return (rand(sizes, kFloat32, &gen) * (hi - lo) + lo).to(d);
+}
+
+TEST_F(CudaHalf, EveryTableOpMatchesTheCpu) {
+  for (DType d : kHalfTypes) {
+    const Tensor x = sample(d, {37, 29}, 1, -3, 3), y = sample(d, {29}, 2, 0.5, 3);
+    optable::for_each_op(optable::UnaryOpList{}, [&](auto tag) {
+      const UnaryOp op = native::unary_op<typename decltype(tag)::type>();
+      const Tensor want = native::unary(op, x);
+      EXPECT_TRUE(WithinOneUlp(native::unary(op, x.to(kGpu)), want, d))
+          << native::unary_op_name(op) << " " << dtype_name(d);
+      EXPECT_TRUE(WithinOneUlp(native::unary_backward(op, y.expand({37, 29}).to(kGpu), x.to(kGpu)),
+                               native::unary_backward(op, y.expand({37, 29}), x), d))
+          << native::unary_op_name(op) << " backward " << dtype_name(d);
+    });
+    optable::for_each_op(optable::BinaryOpList{}, [&](auto tag) {
+      const BinaryOp op = native::binary_op<typename decltype(tag)::type>();
+      EXPECT_TRUE(WithinOneUlp(native::binary(op, x.to(kGpu), y.to(kGpu)), native::binary(op, x, y),
+                               native::is_comparison(op) ? kFloat32 : d))
+          << native::binary_op_name(op) << " " << dtype_name(d);
+    });
+  }
+}
+
+TEST_F(CudaHalf, ReductionsAccumulateInFloat32) {
+  for (DType d : kHalfTypes) {
+    // 2^15 ones: a 16-bit accumulator would stop at 256 (bfloat16) or 2048.
+    const Tensor ones16 = ones({128, 256}).to(d);
+    EXPECT_EQ(ones16.to(kGpu).sum().item<double>(), 32768.0) << dtype_name(d);
+    const Tensor x = sample(d, {64, 300}, 3, -1, 1);
+    EXPECT_TRUE(WithinOneUlp(x.to(kGpu).sum({1}, false), x.sum({1}, false), d)) << dtype_name(d);
+    EXPECT_TRUE(WithinOneUlp(x.to(kGpu).mean({0}, false), x.mean({0}, false), d)) << dtype_name(d);
+  }
+}
+
+// GradScaler with its weights and gradients on the GPU: the CPU's scales,
+// growth trackers and skipped steps exactly, with inf and NaN injected.
+TEST_F(CudaHalf, GradScalerOnTheGpuFollowsTheCpu) {
+  struct Run {
+    std::vector<double> scales;
+    std::vector<bool> ran;
+    std::vector<float> w;
+  };
+  auto run = [](Device device) {
+    Run r;
+    Tensor w = tensor<float>({0.5f, -1.0f, 2.0f}).to(device).detach().requires_grad_();
+    optim::SGD opt({w}, optim::SGDOptions(0.1));
+    amp::GradScalerOptions options;
+    options.init_scale = 1024.0;
+    options.growth_interval = 3;
+    amp::GradScaler scaler(options);
+    for (int step = 0; step < 20; ++step) {
+      std::vector<float> c = {1.0f, -2.0f, 3.0f};
+      if (step == 2 || step == 3 || step == 9) c[1] = INFINITY;
+      if (step == 14) c[1] = NAN;
+      opt.zero_grad();
+      scaler.scale((w * tensor<float>(c).to(device)).sum()).backward();
+      if (step % 2 == 0) scaler.unscale_(opt);
+      r.ran.push_back(scaler.step(opt));
+      scaler.update();
+      r.scales.push_back(scaler.get_scale());
+    }
+    r.w = w.cpu().to_vector<float>();
+    return r;
+  };
+  const Run cpu = run(Device(kCPU)), gpu = run(kGpu);
+  EXPECT_EQ(gpu.scales, cpu.scales);
+  EXPECT_EQ(gpu.ran, cpu.ran);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(gpu.w[i], cpu.w[i], 1e-6);
+}
+
+}  // namespace
+}  // namespace loom
