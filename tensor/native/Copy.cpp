@@ -20,8 +20,10 @@ DType elementwise_dtype(Device device, DType dtype) {
 }
 
 Tensor elementwise_operand(const Tensor& t, DType compute) {
-  if (is_reduced_float(compute) && t.dtype() == kFloat32) return t;
-  return to(t, t.device(), compute);
+  if (!is_reduced_float(compute)) return to(t, t.device(), compute);
+  // Beside a 16-bit kernel: its own dtype or float32 as they are, anything
+  // else (integers, float64) in float32, as compute_dtype's path had it.
+  return t.dtype() == compute || t.dtype() == kFloat32 ? t : to(t, t.device(), kFloat32);
 }
 
 void check_defined(const char* op, const Tensor& t, const char* name) {

@@ -33,9 +33,11 @@ bool elementwise_takes(Device device, DType dtype);
 // The dtype such a kernel on `device` is given for `dtype`: dtype itself
 // where elementwise_takes, else compute_dtype(dtype).
 DType elementwise_dtype(Device device, DType dtype);
-// An operand converted for a kernel computing in `compute`: a float32
-// operand beside a kernel that takes a 16-bit dtype stays float32 (a scalar,
-// `x * 0.1`, multiplies by float(0.1)); anything else becomes `compute`.
+// An operand converted for a kernel computing in `compute`.  Beside a kernel
+// that takes a 16-bit dtype, operands of that dtype and float32 ones stay as
+// they are (a scalar, `x * 0.1`, multiplies by float(0.1)) and others
+// (integers, float64) become float32, so each value is rounded once, as on
+// compute_dtype's path; otherwise the operand becomes `compute`.
 Tensor elementwise_operand(const Tensor& t, DType compute);
 // For ops whose kernels have no 16-bit path: the float32 copy of a float16
 // or bfloat16 tensor, else t itself (an undefined t stays undefined).

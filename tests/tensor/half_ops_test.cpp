@@ -283,6 +283,13 @@ TEST(HalfOps, CpuBfloat16ElementwiseIsTheRoundedFloat32ResultOnEveryLayout) {
   Tensor z = a.clone();
   native::binary_(mul, z, f);
   EXPECT_TRUE(Identical(z, rounded(native::binary(mul, wide(a), f))));
+  // Integers (not all bfloat16 values) and float64 operands are rounded once,
+  // through float32, as before the 16-bit kernels.
+  const Tensor big = arange(1000, 1000 + 129, 1, kInt64);
+  EXPECT_TRUE(Identical(native::binary(add, a, big), rounded(native::binary(add, wide(a), big.to(kFloat32)))));
+  Tensor w = a.clone();
+  native::binary_(add, w, big.to(kFloat64) + 0.3);
+  EXPECT_TRUE(Identical(w, rounded(native::binary(add, wide(a), (big.to(kFloat64) + 0.3).to(kFloat32)))));
   for (const UnaryOp op : {native::unary_op<optable::Relu>(), native::unary_op<optable::Sigmoid>(),
                            native::unary_op<optable::Exp>(), native::unary_op<optable::Tanh>()}) {
     EXPECT_TRUE(Identical(native::unary(op, at), rounded(native::unary(op, wide(at)))))
