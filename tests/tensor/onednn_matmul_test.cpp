@@ -59,6 +59,10 @@ TEST_F(OneDnnMatmul, BmmSharedAndTransposedBatches) {
   EXPECT_TRUE(RoundedClose(native::bmm(a, shared), native::bmm(wide(a), wide(shared))));
   const Tensor bt = sample({4, 6, 17}, 11).transpose(1, 2);
   EXPECT_TRUE(RoundedClose(native::bmm(a, bt), native::bmm(wide(a), wide(bt))));
+  const Tensor shared_a = sample({1, 9, 17}, 18).expand({4, 9, 17});
+  EXPECT_TRUE(RoundedClose(native::bmm(shared_a, b), native::bmm(wide(shared_a), wide(b))));
+  const Tensor at = sample({4, 17, 9}, 19).transpose(1, 2);
+  EXPECT_TRUE(RoundedClose(native::bmm(at, shared), native::bmm(wide(at), wide(shared))));
 }
 
 TEST_F(OneDnnMatmul, LinearForwardAndBackward) {
