@@ -36,7 +36,9 @@ TEST(Stream, RunsSubmittedWorkInOrderOnItsOwnThread) {
   std::thread::id worker;
   for (int i = 0; i < 100; ++i)
     s.submit([&order, &worker, i] {
-      if (i > 0) EXPECT_EQ(worker, std::this_thread::get_id());
+      if (i > 0) {
+        EXPECT_EQ(worker, std::this_thread::get_id());
+      }
       worker = std::this_thread::get_id();
       order.push_back(i);
     });

@@ -486,7 +486,9 @@ TEST(DistributedDataParallel, TimelineShowsBucketsLaunchedBeforeBackwardEnds) {
       EXPECT_GE(tl.ms(bt.ready), 0.0) << b;
       EXPECT_GE(tl.ms(bt.launched), tl.ms(bt.ready)) << b;
       EXPECT_GE(tl.ms(bt.finished), tl.ms(bt.launched)) << b;
-      if (b > 0) EXPECT_GE(tl.ms(bt.launched), tl.ms(tl.buckets[b - 1].launched)) << b;
+      if (b > 0) {
+        EXPECT_GE(tl.ms(bt.launched), tl.ms(tl.buckets[b - 1].launched)) << b;
+      }
     }
     // The first bucket (the last layer) is launched while backward still runs:
     // before the first layer's gradients (the last bucket) were ready.
