@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "tensor/Half.h"
 
@@ -15,17 +16,21 @@ namespace cpu {
 
 inline void widen_bfloat16(const BFloat16* src, float* dst, int64_t n) {
   const uint16_t* x = reinterpret_cast<const uint16_t*>(src);
-  uint32_t* out = reinterpret_cast<uint32_t*>(dst);
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(x[i]) << 16;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);  // a bit cast: the buffer stays float to the compiler
+    dst[i] = f;
+  }
 }
 
 inline void narrow_to_bfloat16(const float* src, BFloat16* dst, int64_t n) {
-  const uint32_t* x = reinterpret_cast<const uint32_t*>(src);
   uint16_t* out = reinterpret_cast<uint16_t*>(dst);
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    const uint32_t v = x[i];
+    uint32_t v;
+    std::memcpy(&v, &src[i], sizeof v);  // read as float, not through a uint32_t alias
     const uint32_t rounded = (v + 0x7FFFu + ((v >> 16) & 1u)) >> 16;
     out[i] = static_cast<uint16_t>((v & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : rounded);
   }

@@ -3,7 +3,7 @@
 // (tensor/cpu/Unary.cpp, Binary.cpp).
 //
 // Each run of the strided plan (Loops.h) is staged in pieces of kStage
-// values: every input's piece is widened into a per-thread float32 buffer
+// values: every input's piece is widened into a float32 buffer on the stack
 // (a contiguous float32 input is read where it is), the kernel's dense
 // float32 routine computes the piece, and the result is rounded once into
 // the bfloat16 output.  The values are those of widening the whole tensors,
@@ -25,19 +25,6 @@ namespace loom {
 namespace cpu {
 
 constexpr int64_t kStage = 256;  // 1 KiB of float32 per operand: stays in L1
-constexpr size_t kMaxStagedInputs = 3;
-
-// Per-thread stage buffers: the result and one per input.  Static storage,
-// so no run pays for zeroing them (and the compiler sees them initialised).
-struct StageBuffers {
-  alignas(64) float result[kStage];
-  alignas(64) float inputs[kMaxStagedInputs][kStage];
-};
-
-inline StageBuffers& stage_buffers() {
-  static thread_local StageBuffers buffers;
-  return buffers;
-}
 
 // The next m values of an input run (stride in bytes) as float32: a pointer
 // into the tensor itself for a contiguous float32 run, else `buf` filled.
@@ -77,7 +64,6 @@ inline void stage_output(const float* buf, char* p, int64_t stride, int64_t m) {
 // out's shape (broadcast with expand first) and are bfloat16 or float32.
 template <size_t N, typename Dense>
 void staged_map(const Tensor& out, const std::array<const Tensor*, N>& ins, const Dense& dense) {
-  static_assert(N <= kMaxStagedInputs, "staged_map: more inputs than stage buffers");
   LOOM_CHECK(out.dtype() == kBFloat16, "staged_map: expected a bfloat16 output, got ",
              out.describe());
   std::array<const Tensor*, N + 1> ops;
@@ -93,14 +79,15 @@ void staged_map(const Tensor& out, const std::array<const Tensor*, N>& ins, cons
   for_each_run<N + 1>(plan, kElementwiseGrain, [&](const std::array<char*, N + 1>& p,
                                                    const std::array<int64_t, N + 1>& s,
                                                    int64_t n) {
-    StageBuffers& buf = stage_buffers();
+    alignas(64) float result[kStage];
+    alignas(64) float staged[N][kStage];
     std::array<const float*, N> in;
     for (int64_t b = 0; b < n; b += kStage) {
       const int64_t m = std::min(kStage, n - b);
       for (size_t j = 0; j < N; ++j)
-        in[j] = stage_input(bfloat16[j], p[j + 1] + b * s[j + 1], s[j + 1], m, buf.inputs[j]);
-      dense(buf.result, in, m);
-      stage_output(buf.result, p[0] + b * s[0], s[0], m);
+        in[j] = stage_input(bfloat16[j], p[j + 1] + b * s[j + 1], s[j + 1], m, staged[j]);
+      dense(result, in, m);
+      stage_output(result, p[0] + b * s[0], s[0], m);
     }
   });
 }
