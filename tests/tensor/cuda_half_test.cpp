@@ -11,10 +11,10 @@
 #include <cstring>
 #include <vector>
 
-#include "optim/optim.h"
 #include "tensor/native/Binary.h"
 #include "tensor/native/Unary.h"
 #include "tests/CudaTestUtil.h"
+#include "tests/GradScalerScript.h"
 
 namespace loom {
 namespace {
@@ -141,39 +141,18 @@ TEST_F(CudaHalf, ReductionsAccumulateInFloat32) {
 }
 
 // GradScaler with its weights and gradients on the GPU: the CPU's scales,
-// growth trackers and skipped steps exactly, with inf and NaN injected.
+// growth trackers and skipped steps exactly, with inf and NaN injected
+// (tests/GradScalerScript.h, the script grad_scaler_test holds to PyTorch).
 TEST_F(CudaHalf, GradScalerOnTheGpuFollowsTheCpu) {
-  struct Run {
-    std::vector<double> scales;
-    std::vector<bool> ran;
-    std::vector<float> w;
-  };
-  auto run = [](Device device) {
-    Run r;
-    Tensor w = tensor<float>({0.5f, -1.0f, 2.0f}).to(device).detach().requires_grad_();
-    optim::SGD opt({w}, optim::SGDOptions(0.1));
-    amp::GradScalerOptions options;
-    options.init_scale = 1024.0;
-    options.growth_interval = 3;
-    amp::GradScaler scaler(options);
-    for (int step = 0; step < 20; ++step) {
-      std::vector<float> c = {1.0f, -2.0f, 3.0f};
-      if (step == 2 || step == 3 || step == 9) c[1] = INFINITY;
-      if (step == 14) c[1] = NAN;
-      opt.zero_grad();
-      scaler.scale((w * tensor<float>(c).to(device)).sum()).backward();
-      if (step % 2 == 0) scaler.unscale_(opt);
-      r.ran.push_back(scaler.step(opt));
-      scaler.update();
-      r.scales.push_back(scaler.get_scale());
-    }
-    r.w = w.cpu().to_vector<float>();
-    return r;
-  };
-  const Run cpu = run(Device(kCPU)), gpu = run(kGpu);
-  EXPECT_EQ(gpu.scales, cpu.scales);
-  EXPECT_EQ(gpu.ran, cpu.ran);
-  for (int i = 0; i < 3; ++i) EXPECT_NEAR(gpu.w[i], cpu.w[i], 1e-6);
+  const auto cpu = testing::run_scaler_script(Device(kCPU));
+  const auto gpu = testing::run_scaler_script(kGpu);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (size_t step = 0; step < cpu.size(); ++step) {
+    EXPECT_EQ(gpu[step].scale, cpu[step].scale) << "step " << step;
+    EXPECT_EQ(gpu[step].tracker, cpu[step].tracker) << "step " << step;
+    EXPECT_EQ(gpu[step].ran, cpu[step].ran) << "step " << step;
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(gpu[step].w[i], cpu[step].w[i], 1e-6) << "step " << step;
+  }
 }
 
 }  // namespace
