@@ -449,8 +449,13 @@ void batch_norm_backward_kernel(const BatchNormShape& s, const Tensor& grad_outp
   });
 }
 
+// bfloat16 batch norm runs as it is (float32 statistics and arithmetic).
+bool batch_norm_takes_kernel(DType dtype) { return dtype == kBFloat16; }
+
 }  // namespace
 
+static const native::RegisterKernel reg_batch_norm_takes(native::batch_norm_takes_stub, kCPU,
+                                                         &batch_norm_takes_kernel);
 static const native::RegisterKernel reg_batch_norm(native::batch_norm_stub, kCPU,
                                                    &batch_norm_kernel);
 static const native::RegisterKernel reg_batch_norm_backward(native::batch_norm_backward_stub,

@@ -102,9 +102,7 @@ IntList output_shape(const ConvGeometry& g, bool batched) {
 
 // Whether a 16-bit input's passes run in its own dtype on its device.
 bool runs_in_reduced(const Tensor& input, const ConvGeometry& g, int passes) {
-  const DeviceType type = input.device().type;
-  return conv2d_takes_stub.has(type) &&
-         conv2d_takes_stub.get(input.device())(g, input.dtype(), passes);
+  return conv2d_takes_stub.answer_or(false, input.device(), g, input.dtype(), passes);
 }
 
 // The kernels on operands conv_geometry has checked (g is theirs).

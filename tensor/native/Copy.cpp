@@ -11,8 +11,7 @@ DispatchStub<FillKernel> fill_stub("fill_");
 DispatchStub<ElementwiseTakesKernel> elementwise_takes_stub("elementwise_takes");
 
 bool elementwise_takes(Device device, DType dtype) {
-  return is_reduced_float(dtype) && elementwise_takes_stub.has(device.type) &&
-         elementwise_takes_stub.get(device)(dtype);
+  return is_reduced_float(dtype) && elementwise_takes_stub.answer_or(false, device, dtype);
 }
 
 DType elementwise_dtype(Device device, DType dtype) {

@@ -78,6 +78,14 @@ class DispatchStub<Ret (*)(Args...)> {
 
   bool has(DeviceType type) const { return (type == DeviceType::kCUDA ? cuda_ : cpu_) != nullptr; }
 
+  // For capability slots ("does this device's kernel take bfloat16?"): the
+  // kernel's answer where the slot of `device`'s type is filled, else
+  // `absent`.  Not timed by the kernel profile.
+  template <typename Absent, typename... A>
+  Ret answer_or(const Absent& absent, Device device, A&&... args) const {
+    return has(device.type) ? get(device)(std::forward<A>(args)...) : Ret(absent);
+  }
+
   // Runs the kernel of `device`'s type (timed while a kernel profile runs).
   template <typename... A>
   Ret operator()(Device device, A&&... args) const {

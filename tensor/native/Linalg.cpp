@@ -24,8 +24,7 @@ namespace {
 
 // Whether t's 16-bit float dtype goes to its device's GEMM as it is.
 bool gemm_takes(const Tensor& t) {
-  return is_reduced_float(t.dtype()) && gemm_takes_stub.has(t.device().type) &&
-         gemm_takes_stub.get(t.device())(t.dtype());
+  return is_reduced_float(t.dtype()) && gemm_takes_stub.answer_or(false, t.device(), t.dtype());
 }
 
 // A float16/bfloat16 product the device has no 16-bit GEMM for: computed in

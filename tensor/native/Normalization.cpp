@@ -9,6 +9,7 @@ namespace native {
 
 DispatchStub<BatchNormKernel> batch_norm_stub("batch_norm");
 DispatchStub<BatchNormBackwardKernel> batch_norm_backward_stub("batch_norm_backward");
+DispatchStub<BatchNormTakesKernel> batch_norm_takes_stub("batch_norm_takes");
 
 namespace {
 
@@ -27,10 +28,12 @@ DType stats_dtype(const Tensor& input) {
   return input.dtype() == kBFloat16 ? kFloat32 : input.dtype();
 }
 
-// Whether the kernels take input's 16-bit dtype as it is: bfloat16 on the
-// CPU (activations in bfloat16, arithmetic and statistics in float32).
+// Whether the device's kernels take input's 16-bit dtype as it is (the CPU's
+// take bfloat16: activations in bfloat16, arithmetic and statistics in
+// float32).
 bool takes_reduced(const Tensor& input) {
-  return input.dtype() == kBFloat16 && input.is_cpu();
+  return is_reduced_float(input.dtype()) &&
+         batch_norm_takes_stub.answer_or(false, input.device(), input.dtype());
 }
 
 // A per-channel parameter or statistic: undefined, or C values of

@@ -50,7 +50,13 @@ using BatchNormBackwardKernel = void (*)(const BatchNormShape& s, const Tensor& 
                                          bool training, const Tensor& grad_input,
                                          const Tensor& grad_weight, const Tensor& grad_bias);
 
+// Whether the device's kernels take a 16-bit float input (float32
+// statistics and parameters beside it) as it is; else the native ops compute
+// in float32 and round once.
+using BatchNormTakesKernel = bool (*)(DType dtype);
+
 extern DispatchStub<BatchNormKernel> batch_norm_stub;
+extern DispatchStub<BatchNormTakesKernel> batch_norm_takes_stub;
 extern DispatchStub<BatchNormBackwardKernel> batch_norm_backward_stub;
 
 }  // namespace native

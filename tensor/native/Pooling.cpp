@@ -40,8 +40,7 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
 // is: computed in float32 and rounded once.
 bool max_pool_widens(const Tensor& t) {
   return is_reduced_float(t.dtype()) &&
-         !(max_pool2d_takes_stub.has(t.device().type) &&
-           max_pool2d_takes_stub.get(t.device())(t.dtype()));
+         !max_pool2d_takes_stub.answer_or(false, t.device(), t.dtype());
 }
 
 void check_input(const char* op, const Tensor& input) {
