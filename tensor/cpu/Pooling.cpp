@@ -156,24 +156,36 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
   }
 }
 
+// One plane: the vector path for float (it keeps indices in int32, so
+// planes under 2^30 values), the scalar one otherwise.
+template <typename T>
+void max_pool_plane_any(const PoolGeometry& g, const T* in, T* o, int64_t* ix,
+                        std::vector<float>& pad) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.height * g.width < (int64_t{1} << 30)) return max_pool_plane_f32(g, in, o, ix, pad);
+  }
+  max_pool_plane(g, in, o, ix);
+}
+
+// One plane's input gradient in Acc: zeroed, then each output's gradient
+// (G) added at the input its max came from.
+template <typename G, typename Acc>
+void max_pool_plane_backward(const PoolGeometry& g, const G* go, const int64_t* ix, Acc* gi) {
+  const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
+  std::fill(gi, gi + HW, Acc(0));
+  for (int64_t i = 0; i < OHW; ++i)
+    if (ix[i] >= 0 && ix[i] < HW) gi[ix[i]] += static_cast<Acc>(go[i]);
+}
+
 }  // namespace
 
 template <typename T>
 void max_pool2d_forward(const PoolGeometry& g, const T* input, T* out, int64_t* indices) {
   const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
-  // The vector path keeps indices in int32.
-  const bool vector = std::is_same_v<T, float> && HW < (int64_t{1} << 30);
   for_planes(g, [&](int64_t p0, int64_t p1) {
     std::vector<float> pad;
-    for (int64_t p = p0; p < p1; ++p) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (vector) {
-          max_pool_plane_f32(g, input + p * HW, out + p * OHW, indices + p * OHW, pad);
-          continue;
-        }
-      }
-      max_pool_plane(g, input + p * HW, out + p * OHW, indices + p * OHW);
-    }
+    for (int64_t p = p0; p < p1; ++p)
+      max_pool_plane_any<T>(g, input + p * HW, out + p * OHW, indices + p * OHW, pad);
   });
 }
 
@@ -189,10 +201,7 @@ void max_pool2d_forward_bfloat16(const PoolGeometry& g, const BFloat16* input, B
     std::vector<float> plane(HW), pooled(OHW), pad;
     for (int64_t p = p0; p < p1; ++p) {
       widen_bfloat16(input + p * HW, plane.data(), HW);
-      if (HW < (int64_t{1} << 30))
-        max_pool_plane_f32(g, plane.data(), pooled.data(), indices + p * OHW, pad);
-      else
-        max_pool_plane(g, plane.data(), pooled.data(), indices + p * OHW);
+      max_pool_plane_any<float>(g, plane.data(), pooled.data(), indices + p * OHW, pad);
       narrow_to_bfloat16(pooled.data(), out + p * OHW, OHW);
     }
   });
@@ -204,11 +213,7 @@ void max_pool2d_backward_bfloat16(const PoolGeometry& g, const BFloat16* grad_ou
   for_planes(g, [&](int64_t p0, int64_t p1) {
     std::vector<float> gi(HW);
     for (int64_t p = p0; p < p1; ++p) {
-      std::fill(gi.begin(), gi.end(), 0.0f);
-      const BFloat16* go = grad_out + p * OHW;
-      const int64_t* ix = indices + p * OHW;
-      for (int64_t i = 0; i < OHW; ++i)
-        if (ix[i] >= 0 && ix[i] < HW) gi[ix[i]] += static_cast<float>(go[i]);
+      max_pool_plane_backward(g, grad_out + p * OHW, indices + p * OHW, gi.data());
       narrow_to_bfloat16(gi.data(), grad_input + p * HW, HW);
     }
   });
@@ -219,14 +224,8 @@ void max_pool2d_backward(const PoolGeometry& g, const T* grad_out, const int64_t
                          T* grad_input) {
   const int64_t HW = g.height * g.width, OHW = g.out_h * g.out_w;
   for_planes(g, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      T* gi = grad_input + p * HW;
-      std::fill(gi, gi + HW, T(0));
-      const T* go = grad_out + p * OHW;
-      const int64_t* ix = indices + p * OHW;
-      for (int64_t i = 0; i < OHW; ++i)
-        if (ix[i] >= 0 && ix[i] < HW) gi[ix[i]] += go[i];
-    }
+    for (int64_t p = p0; p < p1; ++p)
+      max_pool_plane_backward(g, grad_out + p * OHW, indices + p * OHW, grad_input + p * HW);
   });
 }
 
