@@ -79,20 +79,14 @@ void run_dx(const T* dy, const T* x, int64_t n, A a, A b, A k, T* dx) {
     dx[i] = static_cast<T>(a * static_cast<A>(dy[i]) + b * static_cast<A>(x[i]) + k);
 }
 
-// bfloat16 runs: widened a chunk at a time into per-thread float32 buffers
+// bfloat16 runs: widened a chunk at a time into float32 buffers on the stack
 // (vectorised, Bfloat16Runs.h), then the float32 loops above; outputs
 // rounded back a chunk at a time.  Sums add the chunks' float sums in double.
 constexpr int64_t kChunk = 1024;
 
-// Per-thread chunk buffer k (0 or 1).
-float* chunk_buffer(int k) {
-  static thread_local float buffers[2][kChunk];
-  return buffers[k];
-}
-
 template <typename A>
 double run_sum(const BFloat16* x, int64_t n) {
-  float* buf = chunk_buffer(0);
+  float buf[kChunk];
   double total = 0;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
@@ -104,7 +98,7 @@ double run_sum(const BFloat16* x, int64_t n) {
 
 template <typename A>
 double run_sq_dev(const BFloat16* x, int64_t n, float mean) {
-  float* buf = chunk_buffer(0);
+  float buf[kChunk];
   double total = 0;
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
@@ -119,8 +113,7 @@ double run_sq_dev(const BFloat16* x, int64_t n, float mean) {
 template <typename A>
 void run_grad_sums(const BFloat16* dy, const BFloat16* x, int64_t n, float mean, double& sum_dy,
                    double& sum_dy_xmu) {
-  float* gbuf = chunk_buffer(0);
-  float* xbuf = chunk_buffer(1);
+  float gbuf[kChunk], xbuf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
     widen_bfloat16(dy + i, gbuf, len);
@@ -132,7 +125,7 @@ void run_grad_sums(const BFloat16* dy, const BFloat16* x, int64_t n, float mean,
 
 template <typename A>
 void run_affine(const BFloat16* x, int64_t n, float a, float b, BFloat16* y) {
-  float* buf = chunk_buffer(0);
+  float buf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
     widen_bfloat16(x + i, buf, len);
@@ -144,8 +137,7 @@ void run_affine(const BFloat16* x, int64_t n, float a, float b, BFloat16* y) {
 template <typename A>
 void run_dx(const BFloat16* dy, const BFloat16* x, int64_t n, float a, float b, float k,
             BFloat16* dx) {
-  float* gbuf = chunk_buffer(0);
-  float* xbuf = chunk_buffer(1);
+  float gbuf[kChunk], xbuf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
     widen_bfloat16(dy + i, gbuf, len);
