@@ -58,10 +58,14 @@ Tensor generate_counter(IntList sizes, const TensorOptions& options, Generator& 
 }  // namespace
 
 Tensor empty(IntList sizes, TensorOptions options) {
+  return empty(std::move(sizes), options, MemoryFormat::kContiguous);
+}
+
+Tensor empty(IntList sizes, TensorOptions options, MemoryFormat format) {
   check_sizes(sizes, "empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = Storage(numel_of(sizes) * element_size(options.dtype_), options.device_);
-  impl->strides = contiguous_strides(sizes);
+  impl->strides = strides_for(sizes, format);
   impl->sizes = std::move(sizes);
   impl->dtype = options.dtype_;
   impl->device = options.device_;

@@ -15,6 +15,8 @@ namespace loom {
 
 // Uninitialised memory of the given shape.
 Tensor empty(IntList sizes, TensorOptions options = {});
+// Uninitialised and laid out in `format` (channels last: 4-D sizes only).
+Tensor empty(IntList sizes, TensorOptions options, MemoryFormat format);
 Tensor zeros(IntList sizes, TensorOptions options = {});
 Tensor ones(IntList sizes, TensorOptions options = {});
 Tensor full(IntList sizes, Scalar value, TensorOptions options = {});

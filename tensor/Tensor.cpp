@@ -63,6 +63,11 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::kContiguous) return is_contiguous();
+  return is_dense_in(sizes(), strides(), format);
+}
+
 std::string Tensor::describe() const {
   if (!defined()) return "[undefined tensor]";
   std::ostringstream out;

@@ -20,6 +20,7 @@
 #include "tensor/DType.h"
 #include "tensor/Device.h"
 #include "tensor/Error.h"
+#include "tensor/MemoryFormat.h"
 #include "tensor/Scalar.h"
 #include "tensor/Storage.h"
 #include "tensor/TensorImpl.h"
@@ -58,6 +59,8 @@ class Tensor {
   size_t element_size() const;
   size_t nbytes() const;
   bool is_contiguous() const;
+  // Dense in `format` (MemoryFormat.h): is_contiguous(kContiguous) == is_contiguous().
+  bool is_contiguous(MemoryFormat format) const;
   bool is_floating_point() const;
   bool is_cpu() const { return device().is_cpu(); }
   bool is_cuda() const { return device().is_cuda(); }
@@ -134,6 +137,9 @@ class Tensor {
 
   // ---- copies -----------------------------------------------------------------
   Tensor contiguous() const;
+  // This tensor when already dense in `format`, else a copy laid out so
+  // (differentiable; channels last needs 4 dims).
+  Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;
   // Copies src (broadcast to this shape, any dtype/device) into this tensor.
   // non_blocking: a copy between pinned host memory and a GPU returns before

@@ -281,6 +281,13 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (is_contiguous(format)) return *this;
+  Tensor out = native::contiguous(*this, format);
+  record<CloneBackward>({*this}, {out});
+  return out;
+}
+
 Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
   native::check_defined("copy_", *this, "self");
   native::check_defined("copy_", src, "src");

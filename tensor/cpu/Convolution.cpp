@@ -659,6 +659,9 @@ void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Ten
                            const Tensor& bias, const Tensor& out) {
   const DType dtype = input.dtype();
   const void* b = bias.defined() ? bias.data_ptr() : nullptr;
+  if (g.channels_last)  // only oneDNN's passes ask for it (conv2d_channels_last)
+    return onednn::conv2d_forward(g, dtype, input.data_ptr(), weight.data_ptr(), b,
+                                  out.data_ptr());
   run_conv_pass(
       onednn::ConvPass::kForward, g, dtype,
       [&] {
@@ -671,6 +674,26 @@ void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Ten
         onednn::conv2d_forward(g, dtype, input.data_ptr(), weight.data_ptr(), b,
                                out.data_ptr());
       });
+}
+
+// The wanted gradients in oneDNN, both passes in one call when both are
+// wanted (it reorders the output gradient once).
+void backward_in_onednn(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
+                        const Tensor& grad_output, const Tensor& grad_input,
+                        const Tensor& grad_weight, const Tensor& grad_bias) {
+  const DType dtype = input.dtype();
+  void* gb = grad_bias.defined() ? grad_bias.data_ptr() : nullptr;
+  if (!grad_weight.defined() && !grad_bias.defined())
+    return onednn::conv2d_backward_data(g, dtype, weight.data_ptr(), grad_output.data_ptr(),
+                                        grad_input.data_ptr());
+  // oneDNN always computes the weight gradient; a bias-only request writes
+  // it to scratch.
+  const Tensor gw = grad_weight.defined() ? grad_weight : empty_like(weight);
+  if (!grad_input.defined())
+    return onednn::conv2d_backward_weights(g, dtype, input.data_ptr(), grad_output.data_ptr(),
+                                           gw.data_ptr(), gb);
+  onednn::conv2d_backward(g, dtype, input.data_ptr(), weight.data_ptr(), grad_output.data_ptr(),
+                          grad_input.data_ptr(), gw.data_ptr(), gb);
 }
 
 // Each pass (input gradient; weight and bias gradients) goes to its backend
@@ -688,6 +711,8 @@ void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Te
     });
   };
   const bool weights = grad_weight.defined() || grad_bias.defined();
+  if (g.channels_last) return backward_in_onednn(g, input, weight, grad_output, grad_input,
+                                                 grad_weight, grad_bias);
   if (grad_input.defined() && weights &&
       conv_pass_settled_on_loom(onednn::ConvPass::kBackwardData, g, dtype) &&
       conv_pass_settled_on_loom(onednn::ConvPass::kBackwardWeights, g, dtype)) {
@@ -696,13 +721,8 @@ void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Te
   }
   if (grad_input.defined() && weights &&
       conv_pass_settled_on_onednn(onednn::ConvPass::kBackwardData, g, dtype) &&
-      conv_pass_settled_on_onednn(onednn::ConvPass::kBackwardWeights, g, dtype)) {
-    const Tensor gw = grad_weight.defined() ? grad_weight : empty_like(weight);
-    onednn::conv2d_backward(g, dtype, input.data_ptr(), weight.data_ptr(), grad_output.data_ptr(),
-                            grad_input.data_ptr(), gw.data_ptr(),
-                            grad_bias.defined() ? grad_bias.data_ptr() : nullptr);
-    return;
-  }
+      conv_pass_settled_on_onednn(onednn::ConvPass::kBackwardWeights, g, dtype))
+    return backward_in_onednn(g, input, weight, grad_output, grad_input, grad_weight, grad_bias);
   if (grad_input.defined()) {
     run_conv_pass(
         onednn::ConvPass::kBackwardData, g, dtype,
@@ -737,8 +757,25 @@ bool conv2d_takes(const ConvGeometry& g, DType dtype, int passes) {
           conv_pass_runs(ConvPass::kBackwardWeights, g, dtype));
 }
 
+// Channels-last activations for passes that all run in oneDNN without a
+// timed choice (bfloat16, or LOOM_CPU_CONV=onednn): its kernels read and
+// write NHWC as it is.  A float32 pass the timing may give to loom's NCHW
+// kernels stays NCHW.
+bool conv2d_channels_last(const ConvGeometry& g, DType dtype, int passes) {
+  using onednn::ConvPass;
+  if (dtype != kBFloat16 && onednn::conv_backend() != "onednn") return false;
+  return (!(passes & native::kConv2dForward) ||
+          conv_pass_settled_on_onednn(ConvPass::kForward, g, dtype)) &&
+         (!(passes & native::kConv2dBackwardData) ||
+          conv_pass_settled_on_onednn(ConvPass::kBackwardData, g, dtype)) &&
+         (!(passes & native::kConv2dBackwardWeights) ||
+          conv_pass_settled_on_onednn(ConvPass::kBackwardWeights, g, dtype));
+}
+
 }  // namespace
 
+static const native::RegisterKernel reg_conv2d_channels_last(native::conv2d_channels_last_stub,
+                                                             kCPU, &conv2d_channels_last);
 static const native::RegisterKernel reg_conv2d_takes(native::conv2d_takes_stub, kCPU,
                                                      &conv2d_takes);
 static const native::RegisterKernel reg_conv2d_forward(native::conv2d_forward_stub, kCPU,

@@ -1,7 +1,8 @@
 // Elementwise loops over strided CPU tensors, the engine of every pointwise op.
 //
 // All operands have the output's shape (inputs are expand()ed first, so a
-// broadcast dim has stride 0).  Dims are coalesced where the layout allows, a
+// broadcast dim has stride 0).  Dims are walked in the output's memory order
+// and coalesced where the layout allows, a
 // fully contiguous case runs as one flat loop, and the index range is split
 // over the intra-op threads.
 #pragma once
@@ -35,11 +36,19 @@ StridedPlan<N> make_plan(const std::array<const Tensor*, N>& ops) {
   const IntList& sizes = ops[0]->sizes();
   const int64_t rank = static_cast<int64_t>(sizes.size());
   for (size_t k = 0; k < N; ++k) plan.base[k] = static_cast<char*>(ops[k]->data_ptr());
-  // Drop size-1 dims, then merge neighbours whose strides chain for every operand.
+  // Drop size-1 dims and visit the rest in the output's memory order
+  // (largest stride of operand 0 first; a channels-last output walks N, H,
+  // W, C, so its runs are dense), then merge neighbours whose strides chain
+  // for every operand.
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < rank; ++d)
+    if (sizes[d] != 1) order.push_back(d);
+  const IntList& out_strides = ops[0]->strides();
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return out_strides[a] > out_strides[b]; });
   std::vector<int64_t> sz;
   std::array<std::vector<int64_t>, N> st;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (sizes[d] == 1) continue;
+  for (int64_t d : order) {
     bool merge = !sz.empty();
     for (size_t k = 0; k < N && merge; ++k) {
       const int64_t es = static_cast<int64_t>(ops[k]->element_size());

@@ -230,6 +230,9 @@ void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const floa
 template <typename T, typename A>
 void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weight, const A* bias,
                               double eps, T* y, A* mean, A* var, A* invstd) {
+  if (s.channels_last)
+    return batch_norm_train_forward_channels_last<T, A>(s, x, weight, bias, eps, y, mean, var,
+                                                        invstd);
   const int64_t C = s.channels, S = s.spatial;
   const double count = static_cast<double>(s.batch * S);
   for_channels(s, [&](int64_t c) {
@@ -251,6 +254,8 @@ void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weig
 template <typename T, typename A>
 void batch_norm_apply(const BatchNormShape& s, const T* x, const A* mean, const A* invstd,
                       const A* weight, const A* bias, T* y) {
+  if (s.channels_last)
+    return batch_norm_apply_channels_last<T, A>(s, x, mean, invstd, weight, bias, y);
   const int64_t C = s.channels, S = s.spatial;
   for_channels(s, [&](int64_t c) {
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
@@ -267,6 +272,9 @@ template <typename T, typename A>
 void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x, const A* mean,
                          const A* invstd, const A* weight, bool training, T* grad_input,
                          A* grad_weight, A* grad_bias) {
+  if (s.channels_last)
+    return batch_norm_backward_channels_last<T, A>(s, grad_out, x, mean, invstd, weight, training,
+                                                   grad_input, grad_weight, grad_bias);
   const int64_t C = s.channels, S = s.spatial;
   const double count = static_cast<double>(s.batch * S);
   for_channels(s, [&](int64_t c) {
@@ -444,8 +452,15 @@ void batch_norm_backward_kernel(const BatchNormShape& s, const Tensor& grad_outp
 // bfloat16 batch norm runs as it is (float32 statistics and arithmetic).
 bool batch_norm_takes_kernel(DType dtype) { return dtype == kBFloat16; }
 
+// Channels-last inputs of every dtype the kernels take run as they are.
+bool batch_norm_channels_last_kernel(DType dtype) {
+  return dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16;
+}
+
 }  // namespace
 
+static const native::RegisterKernel reg_batch_norm_channels_last(
+    native::batch_norm_channels_last_stub, kCPU, &batch_norm_channels_last_kernel);
 static const native::RegisterKernel reg_batch_norm_takes(native::batch_norm_takes_stub, kCPU,
                                                          &batch_norm_takes_kernel);
 static const native::RegisterKernel reg_batch_norm(native::batch_norm_stub, kCPU,

@@ -1,6 +1,8 @@
 // CPU batch-norm kernels over a contiguous (N, C, S) input (S = the product
 // of the spatial dims), one channel per task: a channel's values are read
-// from DRAM once and revisited from cache by the later passes.
+// from DRAM once and revisited from cache by the later passes.  A
+// channels-last input (BatchNormShape::channels_last) goes to the row-wise
+// kernels at the end.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,22 @@ template <typename T, typename A = T>
 void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x, const A* mean,
                          const A* invstd, const A* weight, bool training, T* grad_input,
                          A* grad_weight, A* grad_bias);
+
+// The same passes over a channels-last input (s.channels_last: batch *
+// spatial rows of C values; NormalizationChannelsLast.cpp).  The functions
+// above hand such inputs to these.
+template <typename T, typename A = T>
+void batch_norm_train_forward_channels_last(const BatchNormShape& s, const T* x, const A* weight,
+                                            const A* bias, double eps, T* y, A* mean, A* var,
+                                            A* invstd);
+template <typename T, typename A = T>
+void batch_norm_apply_channels_last(const BatchNormShape& s, const T* x, const A* mean,
+                                    const A* invstd, const A* weight, const A* bias, T* y);
+template <typename T, typename A = T>
+void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_out, const T* x,
+                                       const A* mean, const A* invstd, const A* weight,
+                                       bool training, T* grad_input, A* grad_weight,
+                                       A* grad_bias);
 
 }  // namespace cpu
 }  // namespace loom

@@ -4,7 +4,9 @@
 // first use and kept: creating a primitive descriptor walks oneDNN's kernel
 // list and costs far more than a small convolution.  The primitive picks its
 // own memory layouts (blocked, e.g. nChw8c on AVX2); loom's NCHW buffers are
-// reordered into them before the pass and the outputs back after it.  With
+// reordered into them before the pass and the outputs back after it.
+// Channels-last (NHWC) activations go to the kernels as they are (its
+// brgconv and jit kernels read NHWC); only the weights are reordered.  With
 // the plain nchw layouts oneDNN falls back to im2col + its sgemm, which is
 // what loom's own kernels already do (//bench:conv_backends).
 #include "tensor/cpu/OneDnnConvolution.h"
@@ -51,7 +53,8 @@ struct Descs {
 Descs descs(const ConvGeometry& g, DType dtype) {
   const auto dt = data_type(dtype);
   Descs d;
-  d.src = dnnl::memory::desc({g.batch, g.in_channels, g.height, g.width}, dt, tag::nchw);
+  const tag activations = g.channels_last ? tag::nhwc : tag::nchw;
+  d.src = dnnl::memory::desc({g.batch, g.in_channels, g.height, g.width}, dt, activations);
   if (g.groups == 1) {
     d.weights = dnnl::memory::desc({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, dt,
                                    tag::oihw);
@@ -61,7 +64,7 @@ Descs descs(const ConvGeometry& g, DType dtype) {
                                    dt, tag::goihw);
   }
   d.bias = dnnl::memory::desc({g.out_channels}, dt, tag::x);
-  d.dst = dnnl::memory::desc({g.batch, g.out_channels, g.out_h, g.out_w}, dt, tag::nchw);
+  d.dst = dnnl::memory::desc({g.batch, g.out_channels, g.out_h, g.out_w}, dt, activations);
   d.strides = {g.stride_h, g.stride_w};
   // oneDNN counts dilation from 0 (no gaps); the output size uses the same
   // floor division as loom's, so the right padding equals the left.
@@ -77,15 +80,19 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
-// The same shapes with the layouts left to the primitive.
-Descs any_layout(const Descs& user) {
+// The same shapes with the layouts left to the primitive: the weights', and
+// the activations' unless they are channels last (NHWC), which oneDNN's
+// kernels read and write as it is (no reorders into its blocked layouts).
+Descs any_layout(const Descs& user, bool channels_last) {
   Descs d = user;
   auto any = [](const dnnl::memory::desc& m) {
     return dnnl::memory::desc(m.dims(), m.data_type(), tag::any);
   };
-  d.src = any(user.src);
+  if (!channels_last) {
+    d.src = any(user.src);
+    d.dst = any(user.dst);
+  }
   d.weights = any(user.weights);
-  d.dst = any(user.dst);
   return d;
 }
 
@@ -133,7 +140,7 @@ Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
   Entry e;
   try {
     const Descs user = descs(g, dtype);
-    const Descs d = any_layout(user);
+    const Descs d = any_layout(user, g.channels_last);
     const auto fwd = forward_pd(d, bias);
     switch (pass) {
       case ConvPass::kForward:
@@ -196,7 +203,7 @@ struct Key {
            a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w && a.stride_h == b.stride_h &&
            a.stride_w == b.stride_w && a.pad_h == b.pad_h && a.pad_w == b.pad_w &&
            a.dilation_h == b.dilation_h && a.dilation_w == b.dilation_w &&
-           a.groups == b.groups;
+           a.groups == b.groups && a.channels_last == b.channels_last;
   }
 };
 
@@ -207,7 +214,7 @@ struct KeyHash {
     for (int64_t v : {g.batch, g.in_channels, g.height, g.width, g.out_channels, g.kernel_h,
                       g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
                       g.dilation_w, g.groups, int64_t(k.pass), int64_t(k.dtype),
-                      int64_t(k.threads), int64_t(k.bias)})
+                      int64_t(k.threads), int64_t(k.bias), int64_t(g.channels_last)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }

@@ -32,8 +32,9 @@ const std::string& conv_backend();
 // of this convolution in dtype on this CPU.
 bool available(ConvPass pass, const ConvGeometry& g, DType dtype);
 
-// The passes, on contiguous NCHW buffers of dtype (float32 or bfloat16), as
-// tensor/cpu/Convolution.h's.  bias and grad_bias may be null.
+// The passes, on dense buffers of dtype (float32 or bfloat16): NCHW
+// activations as tensor/cpu/Convolution.h's, or NHWC with g.channels_last;
+// OIHW weights.  bias and grad_bias may be null.
 void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
                     const void* bias, void* out);
 void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight,

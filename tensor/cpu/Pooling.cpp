@@ -364,8 +364,20 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.data_ptr());
 }
 
+// dispatch_floating with bfloat16 (the kernels that take it as it is).
+template <typename Fn>
+void dispatch_pool_dtype(DType dtype, const char* what, Fn&& fn) {
+  if (dtype == kBFloat16) return fn(TypeTag<BFloat16>{});
+  dispatch_floating(dtype, what, fn);
+}
+
 void max_pool2d_kernel(const PoolGeometry& g, const Tensor& input, const Tensor& out,
                        const Tensor& indices) {
+  if (g.channels_last)
+    return dispatch_pool_dtype(input.dtype(), "max_pool2d", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      max_pool2d_forward_channels_last<T>(g, ptr<T>(input), ptr<T>(out), ptr<int64_t>(indices));
+    });
   if (input.dtype() == kBFloat16)
     return max_pool2d_forward_bfloat16(g, ptr<BFloat16>(input), ptr<BFloat16>(out),
                                        ptr<int64_t>(indices));
@@ -377,6 +389,12 @@ void max_pool2d_kernel(const PoolGeometry& g, const Tensor& input, const Tensor&
 
 void max_pool2d_backward_kernel(const PoolGeometry& g, const Tensor& grad_output,
                                 const Tensor& indices, const Tensor& grad_input) {
+  if (g.channels_last)
+    return dispatch_pool_dtype(grad_input.dtype(), "max_pool2d_backward", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      max_pool2d_backward_channels_last<T>(g, ptr<T>(grad_output), ptr<int64_t>(indices),
+                                           ptr<T>(grad_input));
+    });
   if (grad_input.dtype() == kBFloat16)
     return max_pool2d_backward_bfloat16(g, ptr<BFloat16>(grad_output), ptr<int64_t>(indices),
                                         ptr<BFloat16>(grad_input));
@@ -420,8 +438,15 @@ void adaptive_avg_pool2d_backward_kernel(const PoolGeometry& g, const Tensor& gr
 // bfloat16 max pooling runs as it is (the planes widened one at a time).
 bool max_pool2d_takes_kernel(DType dtype) { return dtype == kBFloat16; }
 
+// Channels-last inputs run as they are (PoolingChannelsLast.cpp).
+bool max_pool2d_channels_last_kernel(DType dtype) {
+  return dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16;
+}
+
 }  // namespace
 
+static const native::RegisterKernel reg_max_pool2d_channels_last(
+    native::max_pool2d_channels_last_stub, kCPU, &max_pool2d_channels_last_kernel);
 static const native::RegisterKernel reg_max_pool2d_takes(native::max_pool2d_takes_stub, kCPU,
                                                          &max_pool2d_takes_kernel);
 static const native::RegisterKernel reg_max_pool2d(native::max_pool2d_stub, kCPU,

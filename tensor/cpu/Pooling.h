@@ -20,6 +20,16 @@ template <typename T>
 void max_pool2d_backward(const PoolGeometry& g, const T* grad_out, const int64_t* indices,
                          T* grad_input);
 
+// The same over channels-last tensors (g.channels_last; the indices as
+// above, within each plane; PoolingChannelsLast.cpp): T = float, double, or
+// BFloat16 (compared and, in the backward, accumulated in float32).
+template <typename T>
+void max_pool2d_forward_channels_last(const PoolGeometry& g, const T* input, T* out,
+                                      int64_t* indices);
+template <typename T>
+void max_pool2d_backward_channels_last(const PoolGeometry& g, const T* grad_out,
+                                       const int64_t* indices, T* grad_input);
+
 // PyTorch's divisor: the window clipped to the padded input, or to the input
 // itself without count_include_pad.
 template <typename T>

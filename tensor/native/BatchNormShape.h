@@ -9,9 +9,12 @@ namespace loom {
 namespace native {
 
 // A contiguous (batch, channels, spatial) input, spatial the product of the
-// dims after the channel dim (1 for (N, C)).
+// dims after the channel dim (1 for (N, C)).  With channels_last, a 4-D
+// channels-last input instead: (batch, spatial, channels) in memory, as are
+// the output and the gradients.
 struct BatchNormShape {
   int64_t batch = 0, channels = 0, spatial = 1;
+  bool channels_last = false;
 };
 
 }  // namespace native

@@ -138,8 +138,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha) {
   // A 16-bit result the device's kernels take goes to them as it is;
   // otherwise float32 copies in, one rounding out.
   compute = result == compute ? elementwise_dtype(device, compute) : compute_dtype(compute);
-  Tensor out = empty(shape, TensorOptions(result == compute ? result : compute_dtype(result))
-                                .device(device));
+  // Laid out as the first operand of the full shape (channels last stays so).
+  Tensor out = empty_keeping_layout(
+      shape, TensorOptions(result == compute ? result : compute_dtype(result)).device(device),
+      a.sizes() == shape ? a : b);
   const Tensor ea = expand_to(elementwise_operand(a, compute), shape);
   const Tensor eb = expand_to(elementwise_operand(b, compute), shape);
   binary_stub(out.device(), op, out, ea, eb, alpha);

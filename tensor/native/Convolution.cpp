@@ -11,6 +11,7 @@ namespace native {
 DispatchStub<Conv2dForwardKernel> conv2d_forward_stub("conv2d");
 DispatchStub<Conv2dBackwardKernel> conv2d_backward_stub("conv2d_backward");
 DispatchStub<Conv2dTakesKernel> conv2d_takes_stub("conv2d_takes");
+DispatchStub<Conv2dChannelsLastKernel> conv2d_channels_last_stub("conv2d_channels_last");
 
 namespace {
 
@@ -105,31 +106,50 @@ bool runs_in_reduced(const Tensor& input, const ConvGeometry& g, int passes) {
   return conv2d_takes_stub.answer_or(false, input.device(), g, input.dtype(), passes);
 }
 
+// The layout the device's kernels want for these passes of a batched input:
+// g.channels_last set where they run them on channels-last activations.
+ConvGeometry with_layout(ConvGeometry g, const Tensor& input, int passes) {
+  g.channels_last = input.dim() == 4 &&
+                    conv2d_channels_last_stub.answer_or(false, input.device(), g, input.dtype(),
+                                                        passes);
+  return g;
+}
+
+MemoryFormat activation_format(const ConvGeometry& g) {
+  return g.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
+}
+
 // The kernels on operands conv_geometry has checked (g is theirs).
-Tensor conv2d_checked(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
+Tensor conv2d_checked(ConvGeometry g, const Tensor& input, const Tensor& weight,
                       const Tensor& bias) {
+  g = with_layout(g, input, kConv2dForward);
+  const MemoryFormat format = activation_format(g);
   Tensor out = empty(output_shape(g, input.dim() == 4),
-                     TensorOptions(input.dtype()).device(input.device()));
-  const Tensor x = contiguous(input), w = contiguous(weight);
+                     TensorOptions(input.dtype()).device(input.device()), format);
+  const Tensor x = contiguous(input, format), w = contiguous(weight);
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
   conv2d_forward_stub(input.device(), g, x, w, b, out);
   return out;
 }
 
-void conv2d_backward_checked(const ConvGeometry& g, const Tensor& grad_output,
+void conv2d_backward_checked(ConvGeometry g, const Tensor& grad_output,
                              const Tensor& input, const Tensor& weight, bool need_input,
                              bool need_weight, bool need_bias, Tensor& grad_input,
                              Tensor& grad_weight, Tensor& grad_bias) {
   const IntList out_shape = output_shape(g, input.dim() == 4);
   LOOM_CHECK(grad_output.sizes() == out_shape, "conv2d_backward: expected grad_output of shape ",
              shape_str(out_shape), ", got ", grad_output.describe());
+  if (!need_input && !need_weight && !need_bias) return;
+  g = with_layout(g, input,
+                  (need_input ? kConv2dBackwardData : 0) |
+                      (need_weight || need_bias ? kConv2dBackwardWeights : 0));
+  const MemoryFormat format = activation_format(g);
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
-  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()));
-  const Tensor x = contiguous(input), w = contiguous(weight);
-  if (need_input) grad_input = empty(input.sizes(), options);
+  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()), format);
+  const Tensor x = contiguous(input, format), w = contiguous(weight);
+  if (need_input) grad_input = empty(input.sizes(), options, format);
   if (need_weight) grad_weight = empty(weight.sizes(), options);
   if (need_bias) grad_bias = empty({g.out_channels}, options);
-  if (!need_input && !need_weight && !need_bias) return;
   conv2d_backward_stub(input.device(), g, x, w, go, need_input ? grad_input : Tensor(),
                        need_weight ? grad_weight : Tensor(), need_bias ? grad_bias : Tensor());
 }

@@ -1,5 +1,6 @@
 // Raw (non-differentiable) 2-D convolution: argument checks, output shape,
-// contiguous NCHW operands, then the backend kernel (tensor/cpu/Convolution).
+// operands in the layout the kernels want (NCHW, or channels last where they
+// ask for it), then the backend kernel (tensor/cpu/Convolution).
 #pragma once
 
 #include "tensor/Tensor.h"
@@ -23,8 +24,9 @@ void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tenso
                      Tensor& grad_weight, Tensor& grad_bias);
 
 // ---- kernels (one slot per device type) -----------------------------------------
-// Contiguous NCHW tensors shaped by g: out = conv(input, weight) (+ bias
-// when defined).
+// Tensors shaped by g, dense in its layout (NCHW, or channels last with
+// g.channels_last; weight and bias contiguous): out = conv(input, weight)
+// (+ bias when defined).
 using Conv2dForwardKernel = void (*)(const ConvGeometry& g, const Tensor& input,
                                      const Tensor& weight, const Tensor& bias, const Tensor& out);
 // The gradients for grad_output; an undefined output is not wanted.
@@ -45,7 +47,16 @@ enum Conv2dPasses : int {
 // float32 and round once.
 using Conv2dTakesKernel = bool (*)(const ConvGeometry& g, DType dtype, int passes);
 
+// Whether the kernels would run the passes in `passes` of g (in dtype) on
+// channels-last activations rather than NCHW ones (on the CPU: where oneDNN
+// runs them, whose kernels read NHWC as it is but NCHW only through
+// reorders into their blocked layouts).  conv2d then hands them channels-last
+// operands (converting an NCHW input once) and returns a channels-last
+// output, which batch norm and the elementwise ops keep.
+using Conv2dChannelsLastKernel = bool (*)(const ConvGeometry& g, DType dtype, int passes);
+
 extern DispatchStub<Conv2dForwardKernel> conv2d_forward_stub;
+extern DispatchStub<Conv2dChannelsLastKernel> conv2d_channels_last_stub;
 extern DispatchStub<Conv2dBackwardKernel> conv2d_backward_stub;
 extern DispatchStub<Conv2dTakesKernel> conv2d_takes_stub;
 

@@ -73,11 +73,28 @@ Tensor contiguous(const Tensor& src) {
   return src.is_contiguous() ? src : clone(src);
 }
 
+Tensor contiguous(const Tensor& src, MemoryFormat format) {
+  check_defined("contiguous", src, "self");
+  if (src.is_contiguous(format)) return src;
+  Tensor out = empty(src.sizes(), TensorOptions(src.dtype()).device(src.device()), format);
+  copy_(out, src);
+  return out;
+}
+
+Tensor empty_keeping_layout(const IntList& sizes, TensorOptions options, const Tensor& like) {
+  const bool channels_last = like.defined() && like.sizes() == sizes &&
+                             like.is_contiguous(MemoryFormat::kChannelsLast) &&
+                             !like.is_contiguous();
+  return empty(sizes, options,
+               channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
+}
+
 Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking) {
   check_defined("to", src, "self");
   if (src.device() == device && src.dtype() == dtype) return src;
   check_device_usable(device, "to");
-  Tensor out = empty(src.sizes(), TensorOptions(dtype).device(device));
+  // Channels last stays so (PyTorch's preserve_format).
+  Tensor out = empty_keeping_layout(src.sizes(), TensorOptions(dtype).device(device), src);
   copy_(out, src, non_blocking);
   return out;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "tensor/Tensor.h"
+#include "tensor/TensorOptions.h"
 #include "tensor/native/DispatchStub.h"
 
 namespace loom {
@@ -16,7 +17,15 @@ void copy_(const Tensor& dst, const Tensor& src, bool non_blocking = false);
 Tensor clone(const Tensor& src);
 // src itself when already contiguous, else a contiguous copy.
 Tensor contiguous(const Tensor& src);
-// src itself when nothing changes, else a copy on `device` with `dtype`.
+// src itself when already dense in `format`, else a copy laid out so.
+Tensor contiguous(const Tensor& src, MemoryFormat format);
+// A new tensor of `sizes` for an op computing from `like`: channels last
+// when like has these sizes and is channels last (and not also contiguous),
+// else contiguous.  Elementwise results keep their input's layout this way,
+// as in PyTorch, so channels-last activations stay so through ReLU and adds.
+Tensor empty_keeping_layout(const IntList& sizes, TensorOptions options, const Tensor& like);
+// src itself when nothing changes, else a copy on `device` with `dtype`
+// (channels last when src is; otherwise contiguous).
 // Throws loom::Error for a CUDA device that does not exist (or without CUDA).
 Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking = false);
 // The dtype a kernel computes `dtype` in: float32 for float16 and bfloat16,

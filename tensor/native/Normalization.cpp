@@ -10,6 +10,8 @@ namespace native {
 DispatchStub<BatchNormKernel> batch_norm_stub("batch_norm");
 DispatchStub<BatchNormBackwardKernel> batch_norm_backward_stub("batch_norm_backward");
 DispatchStub<BatchNormTakesKernel> batch_norm_takes_stub("batch_norm_takes");
+DispatchStub<BatchNormChannelsLastKernel> batch_norm_channels_last_stub(
+    "batch_norm_channels_last");
 
 namespace {
 
@@ -19,7 +21,13 @@ BatchNormShape bn_shape(const Tensor& input) {
   s.channels = input.size(1);
   s.spatial = 1;
   for (int64_t d = 2; d < input.dim(); ++d) s.spatial *= input.size(d);
+  s.channels_last = input.is_contiguous(MemoryFormat::kChannelsLast) && !input.is_contiguous() &&
+                    batch_norm_channels_last_stub.answer_or(false, input.device(), input.dtype());
   return s;
+}
+
+MemoryFormat layout_of(const BatchNormShape& s) {
+  return s.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
 }
 
 // The dtype of the statistics and parameters beside input: its own, float32
@@ -79,8 +87,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
              shape_str(input.sizes()));
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
-  const Tensor x = contiguous(input);
-  Tensor out = empty(input.sizes(), options);
+  const Tensor x = contiguous(input, layout_of(s));
+  Tensor out = empty(input.sizes(), options, layout_of(s));
   Tensor save_mean = empty({s.channels}, stats);
   Tensor save_invstd = empty({s.channels}, stats);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
@@ -102,10 +110,10 @@ void batch_norm_backward_checked(const Tensor& grad_output, const Tensor& input,
   const BatchNormShape s = bn_shape(input);
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
-  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()));
-  const Tensor x = contiguous(input);
+  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()), layout_of(s));
+  const Tensor x = contiguous(input, layout_of(s));
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
-  if (need_input) grad_input = empty(input.sizes(), options);
+  if (need_input) grad_input = empty(input.sizes(), options, layout_of(s));
   if (need_weight) grad_weight = empty({s.channels}, stats);
   if (need_bias) grad_bias = empty({s.channels}, stats);
   if (!need_input && !need_weight && !need_bias) return;

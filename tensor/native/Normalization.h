@@ -54,9 +54,14 @@ using BatchNormBackwardKernel = void (*)(const BatchNormShape& s, const Tensor& 
 // statistics and parameters beside it) as it is; else the native ops compute
 // in float32 and round once.
 using BatchNormTakesKernel = bool (*)(DType dtype);
+// Whether the kernels take a 4-D channels-last input of dtype as it is
+// (BatchNormShape::channels_last); else the native ops give them an NCHW
+// copy.  The output and input gradient keep the input's layout either way.
+using BatchNormChannelsLastKernel = bool (*)(DType dtype);
 
 extern DispatchStub<BatchNormKernel> batch_norm_stub;
 extern DispatchStub<BatchNormTakesKernel> batch_norm_takes_stub;
+extern DispatchStub<BatchNormChannelsLastKernel> batch_norm_channels_last_stub;
 extern DispatchStub<BatchNormBackwardKernel> batch_norm_backward_stub;
 
 }  // namespace native

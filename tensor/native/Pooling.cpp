@@ -10,6 +10,8 @@ namespace native {
 DispatchStub<MaxPool2dKernel> max_pool2d_stub("max_pool2d");
 DispatchStub<MaxPool2dBackwardKernel> max_pool2d_backward_stub("max_pool2d_backward");
 DispatchStub<MaxPool2dTakesKernel> max_pool2d_takes_stub("max_pool2d_takes");
+DispatchStub<MaxPool2dChannelsLastKernel> max_pool2d_channels_last_stub(
+    "max_pool2d_channels_last");
 DispatchStub<AvgPool2dKernel> avg_pool2d_stub("avg_pool2d");
 DispatchStub<AvgPool2dBackwardKernel> avg_pool2d_backward_stub("avg_pool2d_backward");
 DispatchStub<AdaptiveAvgPool2dKernel> adaptive_avg_pool2d_stub("adaptive_avg_pool2d");
@@ -112,11 +114,24 @@ Tensor grad_like(const Tensor& grad_output, const IntList& expected, const char*
 }
 
 // An uninitialised grad_input of the forward input's shape, checked like an input.
-Tensor new_grad_input(const char* op, const Tensor& grad_output, const IntList& input_sizes) {
+Tensor new_grad_input(const char* op, const Tensor& grad_output, const IntList& input_sizes,
+                      MemoryFormat format = MemoryFormat::kContiguous) {
   check_defined(op, grad_output, "grad_output");
-  Tensor gi = empty(input_sizes, TensorOptions(grad_output.dtype()).device(grad_output.device()));
+  Tensor gi = empty(input_sizes, TensorOptions(grad_output.dtype()).device(grad_output.device()),
+                    format);
   check_input(op, gi);
   return gi;
+}
+
+// Whether t (a max-pool input, or the indices of one) is a channels-last
+// 4-D tensor the device's max-pool kernels take as it is.
+bool max_pools_channels_last(const Tensor& t, DType dtype) {
+  return t.dim() == 4 && t.is_contiguous(MemoryFormat::kChannelsLast) && !t.is_contiguous() &&
+         max_pool2d_channels_last_stub.answer_or(false, t.device(), dtype);
+}
+
+MemoryFormat layout_of(const PoolGeometry& g) {
+  return g.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
 }
 
 }  // namespace
@@ -129,12 +144,16 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList 
         max_pool2d_with_indices(widen(input), kernel_size, stride, padding, dilation, ceil_mode);
     return {round_to(values, input.dtype()), indices};
   }
-  const PoolGeometry g =
+  PoolGeometry g =
       pool_geometry("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode);
+  if (max_pools_channels_last(input, input.dtype())) {
+    g.channels_last = true;
+    g.channels = input.size(1);
+  }
   const IntList shape = pooled_shape(input, g);
-  Tensor out = empty(shape, TensorOptions(input.dtype()).device(input.device()));
-  Tensor indices = empty(shape, TensorOptions(kInt64).device(input.device()));
-  const Tensor x = contiguous(input);
+  Tensor out = empty(shape, TensorOptions(input.dtype()).device(input.device()), layout_of(g));
+  Tensor indices = empty(shape, TensorOptions(kInt64).device(input.device()), layout_of(g));
+  const Tensor x = contiguous(input, layout_of(g));
   max_pool2d_stub(x.device(), g, x, out, indices);
     return {out, indices};
 }
@@ -144,20 +163,29 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
   if (grad_output.defined() && max_pool_widens(grad_output))
     return round_to(max_pool2d_backward(widen(grad_output), input_sizes, indices),
                     grad_output.dtype());
-  Tensor grad_input = new_grad_input("max_pool2d_backward", grad_output, input_sizes);
-  const Tensor& input = grad_input;
+  check_defined("max_pool2d_backward", grad_output, "grad_output");
+  check_defined("max_pool2d_backward", indices, "indices");
   LOOM_CHECK(indices.dtype() == kInt64 && indices.sizes() == grad_output.sizes(),
              "max_pool2d_backward: expected int64 indices shaped like grad_output ",
              grad_output.describe(), ", got ", indices.describe());
+  // Channels-last indices come from a channels-last forward: the gradient
+  // is laid out so too.
   PoolGeometry g;
+  if (input_sizes.size() == 4 && max_pools_channels_last(indices, grad_output.dtype())) {
+    g.channels_last = true;
+    g.channels = input_sizes[1];
+  }
+  Tensor grad_input =
+      new_grad_input("max_pool2d_backward", grad_output, input_sizes, layout_of(g));
+  const Tensor& input = grad_input;
   g.height = input.size(-2);
   g.width = input.size(-1);
   g.planes = input.numel() / (g.height * g.width);
   g.out_h = grad_output.size(-2);
   g.out_w = grad_output.size(-1);
-  const Tensor go = grad_like(grad_output, grad_output.sizes(), "max_pool2d_backward");
+  const Tensor go = contiguous(grad_output, layout_of(g));
   check_same_device("max_pool2d_backward", grad_output, "grad_output", indices, "indices");
-  const Tensor ix = contiguous(indices);
+  const Tensor ix = contiguous(indices, layout_of(g));
   max_pool2d_backward_stub(grad_input.device(), g, go, ix, grad_input);
     return grad_input;
 }

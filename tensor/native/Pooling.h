@@ -58,9 +58,14 @@ using AdaptiveAvgPool2dBackwardKernel = void (*)(const PoolGeometry& g,
 // Whether the device's max_pool2d kernels (forward and backward) take a
 // 16-bit float dtype as it is; else the ops compute in float32 and round.
 using MaxPool2dTakesKernel = bool (*)(DType dtype);
+// Whether the device's max_pool2d kernels take a 4-D channels-last input of
+// dtype as it is (PoolGeometry::channels_last), giving channels-last values,
+// indices and input gradients; else the ops pool an NCHW copy.
+using MaxPool2dChannelsLastKernel = bool (*)(DType dtype);
 
 extern DispatchStub<MaxPool2dKernel> max_pool2d_stub;
 extern DispatchStub<MaxPool2dTakesKernel> max_pool2d_takes_stub;
+extern DispatchStub<MaxPool2dChannelsLastKernel> max_pool2d_channels_last_stub;
 extern DispatchStub<MaxPool2dBackwardKernel> max_pool2d_backward_stub;
 extern DispatchStub<AvgPool2dKernel> avg_pool2d_stub;
 extern DispatchStub<AvgPool2dBackwardKernel> avg_pool2d_backward_stub;

@@ -68,7 +68,8 @@ Tensor unary(UnaryOp op, const Tensor& self, const UnaryArgs& args) {
   const DType dtype = unary_result_dtype(op, self.dtype());
   check_device(name, self);
   const DType compute = elementwise_dtype(self.device(), dtype);
-  Tensor out = empty(self.sizes(), TensorOptions(compute).device(self.device()));
+  Tensor out =
+      empty_keeping_layout(self.sizes(), TensorOptions(compute).device(self.device()), self);
   const Tensor in = to(self, self.device(), compute);
   unary_stub(out.device(), op, args, out, in);
   return to(out, out.device(), dtype);
@@ -153,8 +154,9 @@ Tensor grad_like(const char* name, const Tensor& grad, const Tensor& saved) {
   return to(grad, grad.device(), saved.dtype());
 }
 
-Tensor empty_like_contiguous(const Tensor& t) {
-  return empty(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
+// A gradient laid out as the saved tensor (channels last stays so).
+Tensor empty_like_saved(const Tensor& t) {
+  return empty_keeping_layout(t.sizes(), TensorOptions(t.dtype()).device(t.device()), t);
 }
 }  // namespace
 
@@ -164,7 +166,7 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved,
                       const UnaryArgs& args) {
   const Tensor g = grad_like("unary_backward", grad, saved);
   const Tensor s = to(saved, saved.device(), elementwise_dtype(saved.device(), saved.dtype()));
-  Tensor out = empty_like_contiguous(s);
+  Tensor out = empty_like_saved(s);
   unary_backward_stub(out.device(), op, args, out, to(g, g.device(), s.dtype()), s);
   return to(out, out.device(), saved.dtype());
 }
@@ -172,7 +174,7 @@ Tensor unary_backward(UnaryOp op, const Tensor& grad, const Tensor& saved,
 Tensor pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
   const Tensor g = grad_like("pow_backward", grad, self);
   const Tensor s = to(self, self.device(), compute_dtype(self.dtype()));
-  Tensor out = empty_like_contiguous(s);
+  Tensor out = empty_like_saved(s);
   pow_backward_stub(out.device(), out, to(g, g.device(), s.dtype()), s, exponent);
   return to(out, out.device(), self.dtype());
 }
@@ -181,7 +183,7 @@ Tensor clamp_backward(const Tensor& grad, const Tensor& self, std::optional<Scal
                       std::optional<Scalar> max) {
   const Tensor g = grad_like("clamp_backward", grad, self);
   const Tensor s = to(self, self.device(), compute_dtype(self.dtype()));
-  Tensor out = empty_like_contiguous(s);
+  Tensor out = empty_like_saved(s);
   clamp_backward_stub(out.device(), out, to(g, g.device(), s.dtype()), s, min, max);
   return to(out, out.device(), self.dtype());
 }
