@@ -15,6 +15,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
 
+// relu(batch_norm(...)) in one pass over the activations where the device's
+// kernels fuse it (the CPU's), with the same values and gradients: ResNet's
+// "bn, then ReLU".
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training,
+                       double momentum = 0.1, double eps = 1e-5);
+
 // torch.nn.functional.layer_norm: normalises input (..., *normalized_shape)
 // over its trailing normalized_shape.size() dims, each slice to mean 0 and
 // biased variance 1 (+ eps), then y = x_hat * weight + bias with weight and

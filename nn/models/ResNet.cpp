@@ -38,7 +38,7 @@ void BasicBlockImpl::reset() {
 }
 
 Tensor BasicBlockImpl::forward(const Tensor& x) {
-  Tensor out = relu(bn1(conv1(x)));
+  Tensor out = bn1->forward_relu(conv1(x));
   out = bn2(conv2(out));
   Tensor identity = has_downsample ? downsample(x) : x;
   return relu(out + identity);
@@ -65,8 +65,8 @@ void BottleneckImpl::reset() {
 }
 
 Tensor BottleneckImpl::forward(const Tensor& x) {
-  Tensor out = relu(bn1(conv1(x)));
-  out = relu(bn2(conv2(out)));
+  Tensor out = bn1->forward_relu(conv1(x));
+  out = bn2->forward_relu(conv2(out));
   out = bn3(conv3(out));
   Tensor identity = has_downsample ? downsample(x) : x;
   return relu(out + identity);
@@ -123,7 +123,7 @@ void ResNetImpl::reset() {
 Tensor ResNetImpl::forward(const Tensor& x) {
   LOOM_CHECK(x.defined() && x.dim() == 4 && x.size(1) == 3,
              "ResNet: expected input of shape (N, 3, H, W), got ", x.describe());
-  Tensor out = maxpool(relu(bn1(conv1(x))));  // (N, 64, H/4, W/4)
+  Tensor out = maxpool(bn1->forward_relu(conv1(x)));  // (N, 64, H/4, W/4)
   out = layer1(out);
   out = layer2(out);
   out = layer3(out);

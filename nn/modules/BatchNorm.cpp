@@ -46,8 +46,12 @@ void BatchNormBase::reset_running_stats() {
   native::fill_(num_batches_tracked, 0);
 }
 
-Tensor BatchNormBase::forward(const Tensor& input) {
-  if (forward_to) return forward_to->forward(input);
+Tensor BatchNormBase::forward(const Tensor& input) { return run(input, false); }
+
+Tensor BatchNormBase::forward_relu(const Tensor& input) { return run(input, true); }
+
+Tensor BatchNormBase::run(const Tensor& input, bool relu) {
+  if (forward_to) return relu ? forward_to->forward(input).relu() : forward_to->forward(input);
   LOOM_CHECK(input.defined(), type_name(), ": the input is undefined");
   bool rank_ok = false;
   for (int64_t d : expected_dims_) rank_ok = rank_ok || input.dim() == d;
@@ -69,9 +73,11 @@ Tensor BatchNormBase::forward(const Tensor& input) {
     if (!options.momentum_)
       momentum = 1.0 / static_cast<double>(num_batches_tracked.item<int64_t>());
   }
-  return batch_norm(input, update || !use_batch_stats ? running_mean : Tensor(),
-                    update || !use_batch_stats ? running_var : Tensor(), weight, bias,
-                    use_batch_stats, momentum, options.eps_);
+  const Tensor rm = update || !use_batch_stats ? running_mean : Tensor();
+  const Tensor rv = update || !use_batch_stats ? running_var : Tensor();
+  if (relu)
+    return batch_norm_relu(input, rm, rv, weight, bias, use_batch_stats, momentum, options.eps_);
+  return batch_norm(input, rm, rv, weight, bias, use_batch_stats, momentum, options.eps_);
 }
 
 void BatchNormBase::pretty_print(std::ostream& out) const {

@@ -29,6 +29,9 @@ class BatchNormBase : public Module {
  public:
   BatchNormBase(std::string type_name, BatchNormOptions options, std::vector<int64_t> expected_dims);
   Tensor forward(const Tensor& input) override;
+  // relu(forward(input)), in one pass over the activations where the
+  // kernels fuse it (batch_norm_relu): for models written "bn, then ReLU".
+  Tensor forward_relu(const Tensor& input);
   void pretty_print(std::ostream& out) const override;
   // Running statistics back to mean 0, variance 1, no batches seen.
   void reset_running_stats();
@@ -51,6 +54,8 @@ class BatchNormBase : public Module {
   void reset_parameters();
 
  private:
+  Tensor run(const Tensor& input, bool relu);
+
   std::vector<int64_t> expected_dims_;
 };
 

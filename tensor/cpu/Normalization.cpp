@@ -65,8 +65,17 @@ void run_grad_sums(const T* dy, const T* x, int64_t n, A mean, double& sum_dy,
   sum_dy_xmu += run_dot_dev<A>(dy, x, n, mean);
 }
 
+// y = a * x + b, then max(y, 0) with relu (NaN stays NaN, as ReLU's).
 template <typename A, typename T>
-void run_affine(const T* x, int64_t n, A a, A b, T* y) {
+void run_affine(const T* x, int64_t n, A a, A b, T* y, bool relu) {
+  if (relu) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const A v = static_cast<A>(x[i]) * a + b;
+      y[i] = static_cast<T>(v < A(0) ? A(0) : v);
+    }
+    return;
+  }
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<A>(x[i]) * a + b);
 }
@@ -124,12 +133,12 @@ void run_grad_sums(const BFloat16* dy, const BFloat16* x, int64_t n, float mean,
 }
 
 template <typename A>
-void run_affine(const BFloat16* x, int64_t n, float a, float b, BFloat16* y) {
+void run_affine(const BFloat16* x, int64_t n, float a, float b, BFloat16* y, bool relu) {
   float buf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
     widen_bfloat16(x + i, buf, len);
-    run_affine<float>(buf, len, a, b, buf);
+    run_affine<float>(buf, len, a, b, buf, relu);
     narrow_to_bfloat16(buf, y + i, len);
   }
 }
@@ -221,7 +230,7 @@ void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const floa
   double sq = 0;
   for (int64_t n = 0; n < s.batch; ++n) sq += chunked_sq_dev(xf + n * S, S, m);
   const auto [a, shift] = channel_affine<float>(m, sq, count, eps, weight, bias, c, mean, var, invstd);
-  run_affine<float>(xf, s.batch * S, a, shift, xf);
+  run_affine<float>(xf, s.batch * S, a, shift, xf, s.relu);
   for (int64_t n = 0; n < s.batch; ++n) narrow_to_bfloat16(xf + n * S, y + (n * C + c) * S, S);
 }
 
@@ -247,7 +256,7 @@ void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weig
     for (int64_t n = 0; n < s.batch; ++n) sq += run_sq_dev<A>(x + (n * C + c) * S, S, m);
     const auto [a, shift] = channel_affine<A>(m, sq, count, eps, weight, bias, c, mean, var, invstd);
     for (int64_t n = 0; n < s.batch; ++n)
-      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S);
+      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S, s.relu);
   });
 }
 
@@ -264,7 +273,7 @@ void batch_norm_apply(const BatchNormShape& s, const T* x, const A* mean, const 
     const A a = static_cast<A>(w * is);
     const A shift = static_cast<A>(b - static_cast<double>(mean[c]) * w * is);
     for (int64_t n = 0; n < s.batch; ++n)
-      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S);
+      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S, s.relu);
   });
 }
 
@@ -452,6 +461,10 @@ void batch_norm_backward_kernel(const BatchNormShape& s, const Tensor& grad_outp
 // bfloat16 batch norm runs as it is (float32 statistics and arithmetic).
 bool batch_norm_takes_kernel(DType dtype) { return dtype == kBFloat16; }
 
+// Every kernel here applies BatchNormShape::relu in the pass that writes the
+// output.
+bool batch_norm_fuses_relu_kernel(DType) { return true; }
+
 // Channels-last inputs of every dtype the kernels take run as they are.
 bool batch_norm_channels_last_kernel(DType dtype) {
   return dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16;
@@ -459,6 +472,8 @@ bool batch_norm_channels_last_kernel(DType dtype) {
 
 }  // namespace
 
+static const native::RegisterKernel reg_batch_norm_fuses_relu(native::batch_norm_fuses_relu_stub,
+                                                              kCPU, &batch_norm_fuses_relu_kernel);
 static const native::RegisterKernel reg_batch_norm_channels_last(
     native::batch_norm_channels_last_stub, kCPU, &batch_norm_channels_last_kernel);
 static const native::RegisterKernel reg_batch_norm_takes(native::batch_norm_takes_stub, kCPU,

@@ -17,7 +17,8 @@ using native::BatchNormShape;  // tensor/native/BatchNormShape.h
 
 // Training forward: per channel mean and biased variance of x (written to
 // mean / var), then y = (x - mean) / sqrt(var + eps) * weight + bias
-// (weight/bias may be null: 1 and 0).  invstd receives 1 / sqrt(var + eps).
+// (weight/bias may be null: 1 and 0), then max(y, 0) with s.relu.  invstd
+// receives 1 / sqrt(var + eps).
 // T: the activations' type (x, y, grad_out, grad_input); A: the statistics'
 // and parameters' (mean, var, invstd, weight, bias and their gradients), and
 // the type the arithmetic runs in.  A = T for float32 and float64;

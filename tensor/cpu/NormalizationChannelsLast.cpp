@@ -1,6 +1,8 @@
 // Batch-norm kernels over a channels-last input (Normalization.h): the
 // values are (batch * spatial) rows of C channels, so every pass walks whole
-// rows with the channel as the vectorised inner index.  The rows are cut into
+// rows with the channel as the vectorised inner index.  The training forward
+// reads the input twice (both statistics in one pass, then the output), the
+// backward twice (both sums, then the input gradient).  The rows are cut into
 // blocks of a fixed size; each block's per-channel sums (in A, then added in
 // double) land in their own slot and are added in block order afterwards, so
 // the results do not depend on the thread count.
@@ -84,7 +86,8 @@ std::vector<double> channel_sums(const BatchNormShape& s, const Term& term) {
   return sums;
 }
 
-// y = a[c] * x + shift[c] over every row.
+// y = a[c] * x + shift[c] over every row, then max(y, 0) with s.relu (NaN
+// stays NaN, as ReLU's).
 template <typename T, typename A>
 void affine_rows(const BatchNormShape& s, const T* x, const A* a, const A* shift, T* y) {
   const int64_t C = s.channels;
@@ -96,6 +99,10 @@ void affine_rows(const BatchNormShape& s, const T* x, const A* a, const A* shift
         const A* v = load<A>(x + r * C + c0, n, in);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c) out[c] = v[c] * a[c0 + c] + shift[c0 + c];
+        if (s.relu) {
+#pragma omp simd
+          for (int64_t c = 0; c < n; ++c) out[c] = out[c] < A(0) ? A(0) : out[c];
+        }
         store<A>(out, n, y + r * C + c0);
       }
   });
@@ -109,25 +116,36 @@ void batch_norm_train_forward_channels_last(const BatchNormShape& s, const T* x,
                                             A* invstd) {
   const int64_t C = s.channels;
   const double count = static_cast<double>(rows_of(s));
-  const std::vector<double> sum =
-      channel_sums<A, 1>(s, [&](int64_t r, int64_t c0, int64_t n, A (*acc)[kColumns]) {
-        A buf[kColumns];
-        const A* v = load<A>(x + r * C + c0, n, buf);
-#pragma omp simd
-        for (int64_t c = 0; c < n; ++c) acc[0][c] += v[c];
-      });
-  std::vector<A> m(C);
-  for (int64_t c = 0; c < C; ++c) m[c] = static_cast<A>(sum[c] / count);
-  const std::vector<double> sq =
-      channel_sums<A, 1>(s, [&](int64_t r, int64_t c0, int64_t n, A (*acc)[kColumns]) {
+  // One pass for both statistics: sums of d = x - k and d * d, shifted by
+  // each channel's first value k (close to its mean at the scale of its
+  // spread, so the variance sum(d^2) / n - mean(d)^2 does not cancel).
+  std::vector<A> k(C);
+  {
+    A buf[kColumns];
+    for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
+      const int64_t n = std::min(kColumns, C - c0);
+      const A* v = load<A>(x + c0, n, buf);
+      std::copy(v, v + n, k.data() + c0);
+    }
+  }
+  const std::vector<double> sums =
+      channel_sums<A, 2>(s, [&](int64_t r, int64_t c0, int64_t n, A (*acc)[kColumns]) {
         A buf[kColumns];
         const A* v = load<A>(x + r * C + c0, n, buf);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c) {
-          const A d = v[c] - m[c0 + c];
-          acc[0][c] += d * d;
+          const A d = v[c] - k[c0 + c];
+          acc[0][c] += d;
+          acc[1][c] += d * d;
         }
       });
+  std::vector<A> m(C);
+  std::vector<double> sq(C);
+  for (int64_t c = 0; c < C; ++c) {
+    const double shifted_mean = sums[c] / count;
+    m[c] = static_cast<A>(static_cast<double>(k[c]) + shifted_mean);
+    sq[c] = std::max(0.0, sums[C + c] - shifted_mean * sums[c]);  // sum((x - mean)^2)
+  }
   std::vector<A> a(C), shift(C);
   for (int64_t c = 0; c < C; ++c) {
     const double v = sq[c] / count;

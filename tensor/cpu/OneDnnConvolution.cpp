@@ -6,13 +6,19 @@
 // own memory layouts (blocked, e.g. nChw8c on AVX2); loom's NCHW buffers are
 // reordered into them before the pass and the outputs back after it.
 // Channels-last (NHWC) activations go to the kernels as they are (its
-// brgconv and jit kernels read NHWC); only the weights are reordered.  With
+// brgconv and jit kernels read NHWC; only the weights are reordered), or
+// through reorders into the blocked layouts where that was timed faster
+// (LayoutChoices below).  With
 // the plain nchw layouts oneDNN falls back to im2col + its sgemm, which is
 // what loom's own kernels already do (//bench:conv_backends).
 #include "tensor/cpu/OneDnnConvolution.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -38,6 +44,14 @@ std::string read_backend() {
   const std::string v = env == nullptr || *env == '\0' ? "auto" : env;
   LOOM_CHECK(v == "auto" || v == "onednn" || v == "loom",
              "LOOM_CPU_CONV: expected \"auto\", \"onednn\" or \"loom\", got \"", v, "\"");
+  return v;
+}
+
+std::string read_layout() {
+  const char* env = std::getenv("LOOM_ONEDNN_LAYOUT");
+  const std::string v = env == nullptr || *env == '\0' ? "auto" : env;
+  LOOM_CHECK(v == "auto" || v == "nhwc" || v == "blocked",
+             "LOOM_ONEDNN_LAYOUT: expected \"auto\", \"nhwc\" or \"blocked\", got \"", v, "\"");
   return v;
 }
 
@@ -136,11 +150,13 @@ void add_reorder(Entry& e, int arg, bool output, const dnnl::memory::desc& user,
   e.reorders.push_back(std::move(r));
 }
 
-Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
+// blocked: channels-last activations reordered into the primitive's own
+// layouts (else taken as they are).
+Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, bool blocked) {
   Entry e;
   try {
     const Descs user = descs(g, dtype);
-    const Descs d = any_layout(user, g.channels_last);
+    const Descs d = any_layout(user, g.channels_last && !blocked);
     const auto fwd = forward_pd(d, bias);
     switch (pass) {
       case ConvPass::kForward:
@@ -194,10 +210,12 @@ struct Key {
   ConvGeometry g;
   int pass, dtype, threads;
   bool bias;
+  bool blocked;  // channels last through oneDNN's blocked layouts (see LayoutChoices)
   bool operator==(const Key& o) const {
     const ConvGeometry& a = g;
     const ConvGeometry& b = o.g;
     return pass == o.pass && dtype == o.dtype && threads == o.threads && bias == o.bias &&
+           blocked == o.blocked &&
            a.batch == b.batch && a.in_channels == b.in_channels && a.height == b.height &&
            a.width == b.width && a.out_channels == b.out_channels &&
            a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w && a.stride_h == b.stride_h &&
@@ -214,7 +232,8 @@ struct KeyHash {
     for (int64_t v : {g.batch, g.in_channels, g.height, g.width, g.out_channels, g.kernel_h,
                       g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
                       g.dilation_w, g.groups, int64_t(k.pass), int64_t(k.dtype),
-                      int64_t(k.threads), int64_t(k.bias), int64_t(g.channels_last)})
+                      int64_t(k.threads), int64_t(k.bias), int64_t(g.channels_last),
+                      int64_t(k.blocked)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -228,9 +247,43 @@ Cache& cache() {
   return *c;
 }
 
-std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
-  const Key key{g, int(pass), int(dtype), get_num_threads(), bias};
-  return cache().get(key, [&] { return make_entry(pass, g, dtype, bias); });
+std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias,
+                                   bool blocked = false) {
+  const Key key{g, int(pass), int(dtype), get_num_threads(), bias, g.channels_last && blocked};
+  return cache().get(key, [&] { return make_entry(pass, g, dtype, bias, key.blocked); });
+}
+
+// For channels-last activations each pass has two ways in oneDNN: its
+// kernels on NHWC as it is (brgconv and jit), or on its blocked layouts
+// through reorders from and to NHWC.  The first is faster for most shapes;
+// the second for small images (4x4 and 2x2 in ResNet-18 at 64x64, 7x7 in
+// ResNet-50, where the NHWC forward kernel is up to 3x slower), by amounts
+// that differ per CPU.  So each pass of each shape is timed once, both ways
+// (twice each, interleaved, as tensor/cpu/ConvChoice.h times backends), and
+// the faster way runs it from then on.
+class LayoutChoices {
+ public:
+  // The decided way for key (true: blocked), if any.
+  bool find(const Key& key, bool* blocked) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = decided_.find(key);
+    if (it == decided_.end()) return false;
+    *blocked = it->second;
+    return true;
+  }
+  void store(const Key& key, bool blocked) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    decided_.emplace(key, blocked);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<Key, bool, KeyHash> decided_;
+};
+
+LayoutChoices& layout_choices() {
+  static LayoutChoices* c = new LayoutChoices;  // never destroyed: convolutions may run at exit
+  return *c;
 }
 
 dnnl::memory wrap(const dnnl::memory::desc& d, const void* p) {
@@ -295,12 +348,42 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
   }
 }
 
-std::shared_ptr<const Entry> checked(ConvPass pass, const ConvGeometry& g, DType dtype,
-                                     bool bias) {
-  auto e = entry(pass, g, dtype, bias);
-  LOOM_CHECK(e->supported, "conv2d: oneDNN has no ", dtype_name(dtype),
+double seconds(const std::function<void()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs one pass through run(entry, shared): for NCHW activations in the
+// primitive's layouts, for channels-last ones the way LayoutChoices decided
+// (timing both the first time, without sharing reordered inputs).  Each run
+// computes the whole pass into its outputs.
+void run_pass(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Reordered* shared,
+              const std::function<void(const Entry&, Reordered*)>& run) {
+  const auto direct = entry(pass, g, dtype, bias);
+  const auto blocked = g.channels_last ? entry(pass, g, dtype, bias, true) : direct;
+  LOOM_CHECK(direct->supported || blocked->supported, "conv2d: oneDNN has no ",
+             dtype_name(dtype),
              " kernel for this convolution on this CPU (check onednn::available first)");
-  return e;
+  if (!blocked->supported) return run(*direct, shared);
+  if (!direct->supported) return run(*blocked, shared);
+  if (!g.channels_last) return run(*direct, shared);
+  const std::string& pinned = channels_last_layout();
+  if (pinned != "auto") return run(pinned == "blocked" ? *blocked : *direct, shared);
+  // One decision per pass and shape, bias or not (a weight-only backward
+  // runs the same kernels as the joint one, so their gradients agree).
+  const Key key{g, int(pass), int(dtype), get_num_threads(), false, false};
+  bool use_blocked = false;
+  if (layout_choices().find(key, &use_blocked))
+    return run(use_blocked ? *blocked : *direct, shared);
+  double t_direct = std::numeric_limits<double>::infinity(), t_blocked = t_direct;
+  for (int i = 0; i < 2; ++i) {
+    t_blocked = std::min(t_blocked, seconds([&] { run(*blocked, nullptr); }));
+    t_direct = std::min(t_direct, seconds([&] { run(*direct, nullptr); }));
+  }
+  use_blocked = t_blocked < t_direct;
+  layout_choices().store(key, use_blocked);
+  if (use_blocked) run(*blocked, nullptr);  // the direct way ran last
 }
 
 }  // namespace
@@ -310,46 +393,52 @@ const std::string& conv_backend() {
   return backend;
 }
 
+const std::string& channels_last_layout() {
+  static const std::string layout = read_layout();
+  return layout;
+}
+
 bool available(ConvPass pass, const ConvGeometry& g, DType dtype) {
   if (dtype != kFloat32 && dtype != kBFloat16) return false;
   // Bias or not makes no difference to whether a kernel exists.
-  return entry(pass, g, dtype, pass != ConvPass::kBackwardData)->supported;
+  const bool bias = pass != ConvPass::kBackwardData;
+  return entry(pass, g, dtype, bias)->supported ||
+         (g.channels_last && entry(pass, g, dtype, bias, true)->supported);
 }
 
 
 void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
                     const void* bias, void* out) {
-  const auto e = checked(ConvPass::kForward, g, dtype, bias != nullptr);
   const Descs d = descs(g, dtype);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(d.src, input)},
                                              {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
                                              {DNNL_ARG_DST, wrap(d.dst, out)}};
   if (bias != nullptr) args[DNNL_ARG_BIAS] = wrap(d.bias, bias);
-  execute(*e, std::move(args));
+  run_pass(ConvPass::kForward, g, dtype, bias != nullptr, nullptr,
+           [&](const Entry& e, Reordered*) { execute(e, args); });
 }
 
 namespace {
 void backward_data(const ConvGeometry& g, DType dtype, const void* weight, const void* grad_out,
                    void* grad_input, Reordered* shared) {
-  const auto e = checked(ConvPass::kBackwardData, g, dtype, false);
   const Descs d = descs(g, dtype);
-  execute(*e,
-          {{DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
-           {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
-           {DNNL_ARG_DIFF_SRC, wrap(d.src, grad_input)}},
-          shared);
+  const std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
+                                                   {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
+                                                   {DNNL_ARG_DIFF_SRC, wrap(d.src, grad_input)}};
+  run_pass(ConvPass::kBackwardData, g, dtype, false, shared,
+           [&](const Entry& e, Reordered* sh) { execute(e, args, sh); });
 }
 
 void backward_weights(const ConvGeometry& g, DType dtype, const void* input,
                       const void* grad_out, void* grad_weight, void* grad_bias,
                       Reordered* shared) {
-  const auto e = checked(ConvPass::kBackwardWeights, g, dtype, grad_bias != nullptr);
   const Descs d = descs(g, dtype);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(d.src, input)},
                                              {DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
                                              {DNNL_ARG_DIFF_WEIGHTS, wrap(d.weights, grad_weight)}};
   if (grad_bias != nullptr) args[DNNL_ARG_DIFF_BIAS] = wrap(d.bias, grad_bias);
-  execute(*e, std::move(args), shared);
+  run_pass(ConvPass::kBackwardWeights, g, dtype, grad_bias != nullptr, shared,
+           [&](const Entry& e, Reordered* sh) { execute(e, args, sh); });
 }
 }  // namespace
 

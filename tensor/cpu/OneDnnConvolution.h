@@ -28,6 +28,12 @@ enum class ConvPass { kForward, kBackwardData, kBackwardWeights };
 // any other value is a loom::Error.
 const std::string& conv_backend();
 
+// What LOOM_ONEDNN_LAYOUT selects for channels-last activations, read once:
+// "auto" (unset: each pass of each shape timed once, NHWC as it is against
+// oneDNN's blocked layouts through reorders, the faster kept), "nhwc" or
+// "blocked" (pinned: bitwise repeatable); any other value is a loom::Error.
+const std::string& channels_last_layout();
+
 // Whether oneDNN has a kernel (not its slow reference loops) for this pass
 // of this convolution in dtype on this CPU.
 bool available(ConvPass pass, const ConvGeometry& g, DType dtype);

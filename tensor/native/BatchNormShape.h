@@ -15,6 +15,7 @@ namespace native {
 struct BatchNormShape {
   int64_t batch = 0, channels = 0, spatial = 1;
   bool channels_last = false;
+  bool relu = false;  // the output is max(batch_norm(x), 0): batch norm and a ReLU fused
 };
 
 }  // namespace native

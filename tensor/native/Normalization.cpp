@@ -3,6 +3,7 @@
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
 #include "tensor/native/Copy.h"
+#include "tensor/native/Unary.h"
 
 namespace loom {
 namespace native {
@@ -12,6 +13,7 @@ DispatchStub<BatchNormBackwardKernel> batch_norm_backward_stub("batch_norm_backw
 DispatchStub<BatchNormTakesKernel> batch_norm_takes_stub("batch_norm_takes");
 DispatchStub<BatchNormChannelsLastKernel> batch_norm_channels_last_stub(
     "batch_norm_channels_last");
+DispatchStub<BatchNormFusesReluKernel> batch_norm_fuses_relu_stub("batch_norm_fuses_relu");
 
 namespace {
 
@@ -64,7 +66,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
                                                       const Tensor& running_var,
                                                       const Tensor& weight, const Tensor& bias,
                                                       bool training, double momentum,
-                                                      double eps) {
+                                                      double eps, bool relu) {
   check_defined("batch_norm", input, "input");
   LOOM_CHECK(input.dim() >= 2,
              "batch_norm: expected input of shape (N, C, ...) with at least 2 dims, got ",
@@ -80,7 +82,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
              "batch_norm: running_mean and running_var must both be given or both be undefined");
   LOOM_CHECK(training || running_mean.defined(),
              "batch_norm: running_mean and running_var must be defined in evaluation mode");
-  const BatchNormShape s = bn_shape(input);
+  BatchNormShape s = bn_shape(input);
+  s.relu = relu && batch_norm_fuses_relu_stub.answer_or(false, input.device(), input.dtype());
   const int64_t count = s.batch * s.spatial;
   LOOM_CHECK(!training || count > 1,
              "batch_norm: Expected more than 1 value per channel when training, got input size ",
@@ -95,6 +98,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
   batch_norm_stub(input.device(), s, x, w, b, running_mean, running_var, training, momentum, eps,
                   out, save_mean, save_invstd);
+  if (relu && !s.relu) unary_(unary_op<optable::Relu>(), out, {});
   return {out, save_mean, save_invstd};
 }
 
@@ -127,7 +131,7 @@ void batch_norm_backward_checked(const Tensor& grad_output, const Tensor& input,
 std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor& weight,
                                               const Tensor& bias, bool training, double momentum,
-                                              double eps) {
+                                              double eps, bool relu) {
   // float16/bfloat16: the parameters and running statistics may be float32
   // beside a 16-bit input (as PyTorch allows); 16-bit running statistics are
   // updated through a float32 copy.  save_mean and save_invstd are float32.
@@ -137,13 +141,13 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
     const Tensor rm = widen(running_mean), rv = widen(running_var);
     auto [out, save_mean, save_invstd] =
         batch_norm_checked(takes_reduced(input) ? input : widen(input), rm, rv, widen(weight),
-                           widen(bias), training, momentum, eps);
+                           widen(bias), training, momentum, eps, relu);
     if (training && rm.defined() && !rm.is_same(running_mean)) copy_(running_mean, rm);
     if (training && rv.defined() && !rv.is_same(running_var)) copy_(running_var, rv);
     return {round_to(out, input.dtype()), save_mean, save_invstd};
   }
   return batch_norm_checked(input, running_mean, running_var, weight, bias, training, momentum,
-                            eps);
+                            eps, relu);
 }
 
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,

@@ -16,11 +16,12 @@ namespace native {
 // running ones), for batch_norm_backward.  When training and running stats
 // are given they are updated in place (unbiased variance, momentum) and their
 // versions bumped.  weight, bias, running_mean, running_var may be undefined
-// (eval needs the running stats).
+// (eval needs the running stats).  With relu, the output is max(output, 0)
+// (in the same pass where the device's kernels fuse it, else in place after).
 std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor& weight,
                                               const Tensor& bias, bool training, double momentum,
-                                              double eps);
+                                              double eps, bool relu = false);
 
 // Gradients for grad_output; each only when its flag is set.  grad_weight and
 // grad_bias are (C) even when weight is undefined.
@@ -36,7 +37,8 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
 // running_mean/var are defined they become (1 - momentum) * running +
 // momentum * batch (variance unbiased by count / (count - 1)) and their
 // versions are bumped.  Otherwise the running statistics (required) are used
-// and saved.  Then out = (x - mean) * invstd * weight + bias.
+// and saved.  Then out = (x - mean) * invstd * weight + bias, and with s.relu
+// max(that, 0).
 using BatchNormKernel = void (*)(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
                                  const Tensor& bias, const Tensor& running_mean,
                                  const Tensor& running_var, bool training, double momentum,
@@ -54,6 +56,9 @@ using BatchNormBackwardKernel = void (*)(const BatchNormShape& s, const Tensor& 
 // statistics and parameters beside it) as it is; else the native ops compute
 // in float32 and round once.
 using BatchNormTakesKernel = bool (*)(DType dtype);
+// Whether the kernels apply s.relu (a ReLU on the output, in the pass that
+// writes it) for inputs of dtype; else the native op applies it after them.
+using BatchNormFusesReluKernel = bool (*)(DType dtype);
 // Whether the kernels take a 4-D channels-last input of dtype as it is
 // (BatchNormShape::channels_last); else the native ops give them an NCHW
 // copy.  The output and input gradient keep the input's layout either way.
@@ -62,6 +67,7 @@ using BatchNormChannelsLastKernel = bool (*)(DType dtype);
 extern DispatchStub<BatchNormKernel> batch_norm_stub;
 extern DispatchStub<BatchNormTakesKernel> batch_norm_takes_stub;
 extern DispatchStub<BatchNormChannelsLastKernel> batch_norm_channels_last_stub;
+extern DispatchStub<BatchNormFusesReluKernel> batch_norm_fuses_relu_stub;
 extern DispatchStub<BatchNormBackwardKernel> batch_norm_backward_stub;
 
 }  // namespace native

@@ -46,6 +46,24 @@ TEST(BatchNormGrad, TrainingNonContiguousInput) {
       {random_leaf({2, 2, 2, 3}, 12).permute({0, 3, 1, 2}), random_leaf({3}, 13)}));
 }
 
+// batch_norm_relu: the ReLU's mask from the fused output, then batch norm's
+// gradients; NCHW and channels last, training and eval.
+TEST(BatchNormGrad, FusedRelu) {
+  const Tensor scale = random_leaf({3, 2, 3, 2}, 17).detach();
+  for (bool channels_last : {false, true})
+    for (bool training : {true, false}) {
+      EXPECT_TRUE(GradOk(
+          [&](const Inputs& x) {
+            const Tensor rm = tensor<double>({0.1, -0.3}), rv = tensor<double>({0.8, 1.7});
+            const Tensor in = channels_last ? x[0].contiguous(MemoryFormat::kChannelsLast) : x[0];
+            return batch_norm_relu(in, rm.clone(), rv.clone(), x[1], x[2], training, 0.1, 1e-5) *
+                   scale;
+          },
+          {random_leaf({3, 2, 3, 2}, 18), random_leaf({2}, 19), random_leaf({2}, 20)}))
+          << (channels_last ? "channels last " : "") << (training ? "training" : "eval");
+    }
+}
+
 TEST(BatchNormGrad, Eval) {
   const Tensor rm = tensor<double>({0.1, -0.3}), rv = tensor<double>({0.8, 1.7});
   EXPECT_TRUE(GradOk(

@@ -1,5 +1,7 @@
 // batch_norm forward values, running-statistics updates and errors.  Expected
 // values were computed with PyTorch 1.13 (F.batch_norm) on the same inputs.
+#include <cmath>
+
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -77,6 +79,41 @@ TEST(BatchNorm, RunningStatsUpdateIsNotRecorded) {
   // Normalised output: zero mean per channel, so the gradient of sum(y) is ~0.
   y.sum().backward();
   for (double g : x.grad().to_vector<double>()) EXPECT_NEAR(g, 0.0, 1e-9);
+}
+
+// batch_norm_relu fuses the ReLU into the pass that writes the output: the
+// same bits as relu(batch_norm(...)), running statistics included, for every
+// dtype and layout the kernels take, training and eval, NaN kept.
+TEST(BatchNorm, FusedReluIsReluOfBatchNorm) {
+  for (DType dtype : {kFloat64, kFloat32, kBFloat16})
+    for (bool channels_last : {false, true})
+      for (bool training : {true, false}) {
+        Tensor x = pat(2 * 3 * 5 * 4, 7, 31, {2, 3, 5, 4}, dtype);
+        if (channels_last) x = x.contiguous(MemoryFormat::kChannelsLast);
+        const DType stats = dtype == kBFloat16 ? kFloat32 : dtype;
+        const Tensor w = tensor<double>({1.5, -0.5, 0.7}).to(stats);
+        const Tensor b = tensor<double>({0.25, 0.1, -0.3}).to(stats);
+        Tensor rm1 = tensor<double>({0.1, -0.2, 0.0}).to(stats), rv1 = ones({3}, stats);
+        Tensor rm2 = rm1.clone(), rv2 = rv1.clone();
+        const Tensor fused = batch_norm_relu(x, rm1, rv1, w, b, training, 0.1, 1e-5);
+        const Tensor plain = batch_norm(x, rm2, rv2, w, b, training, 0.1, 1e-5).relu();
+        const std::string what = std::string(dtype_name(dtype)) +
+                                 (channels_last ? " channels last" : "") +
+                                 (training ? " train" : " eval");
+        EXPECT_EQ(fused.dtype(), dtype);
+        EXPECT_EQ(fused.strides(), plain.strides()) << what;
+        EXPECT_TRUE(AllClose(fused, plain, 0, 0)) << what;
+        EXPECT_TRUE(AllClose(rm1, rm2, 0, 0)) << what;
+        EXPECT_TRUE(AllClose(rv1, rv2, 0, 0)) << what;
+      }
+  // NaN stays NaN, as ReLU's.
+  Tensor x = pat(8, 3, 7, {2, 1, 2, 2}, kFloat32);
+  static_cast<float*>(x.data_ptr())[3] = std::nanf("");
+  const Tensor y = batch_norm_relu(x, zeros({1}), ones({1}), Tensor(), Tensor(), false, 0.1, 1e-5);
+  const std::vector<double> v = y.to_vector<double>();
+  EXPECT_TRUE(std::isnan(v[3]));
+  EXPECT_EQ(v[0], 0.0);  // -0.5 normalised, then ReLU
+  EXPECT_GT(v[2], 0.0);
 }
 
 TEST(BatchNorm, Errors) {

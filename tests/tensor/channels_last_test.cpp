@@ -3,6 +3,8 @@
 // operands as they are (batch norm, max pooling, oneDNN convolutions): the
 // same values as on NCHW copies, the layout kept in the results.
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "tensor/MemoryFormat.h"
 #include "tensor/cpu/OneDnnConvolution.h"
@@ -262,6 +264,36 @@ TEST(ChannelsLast, OneDnnBfloat16ConvolutionsWriteChannelsLast) {
   const Tensor y3 = native::conv2d(x.select(0, 0), w, b, {1, 1}, {1, 1}, {1, 1}, 1);
   EXPECT_EQ(y3.sizes(), (IntList{32, 10, 10}));
   EXPECT_TRUE(AllClose(y3.to(kFloat32), y32.select(0, 0), 1e-2, 2e-2));
+}
+
+// Both ways oneDNN runs channels-last passes (NHWC as it is; its blocked
+// layouts through reorders) give those values: the convolution test above
+// under each pinned LOOM_ONEDNN_LAYOUT.
+TEST(ChannelsLast, OneDnnLayoutsAgreeWhenPinned) {
+  if (std::getenv("LOOM_ONEDNN_LAYOUT") != nullptr) GTEST_SKIP() << "layout set by the environment";
+  EXPECT_EQ(cpu::onednn::channels_last_layout(), "auto");
+  for (const char* layout : {"nhwc", "blocked"})
+    EXPECT_EQ(testing::run_with_env("/proc/self/exe", "LOOM_ONEDNN_LAYOUT", layout,
+                                    "--gtest_filter=ChannelsLast.OneDnn*:"
+                                    "ChannelsLast.SmallNetworkStaysChannelsLast"),
+              0)
+        << "LOOM_ONEDNN_LAYOUT=" << layout;
+}
+
+TEST(ChannelsLastDeathTest, BadLayoutIsAnError) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(
+      {
+        setenv("LOOM_ONEDNN_LAYOUT", "nchw", 1);
+        try {
+          cpu::onednn::channels_last_layout();
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(3);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3), "LOOM_ONEDNN_LAYOUT: expected");
 }
 
 // conv -> batch norm -> ReLU -> max pool -> conv in bfloat16 with autograd:
