@@ -16,41 +16,18 @@ using autograd::SavedTensor;
 
 namespace {
 
-// Inputs (input, weight, bias).
+// Inputs (input, weight, bias).  With relu (batch_norm_relu's node) the
+// gradient first goes through the ReLU's mask, taken from the saved output.
 class BatchNormBackward final : public Node {
  public:
-  explicit BatchNormBackward(bool training) : training_(training) {}
-  std::string name() const override { return "BatchNormBackward"; }
-  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    Tensor gi, gw, gb;
-    native::batch_norm_backward(grads[0], input.unpack(*this),
-                                weight.defined() ? weight.unpack(*this) : Tensor(), save_mean,
-                                save_invstd, training_, needs_input_grad(0), needs_input_grad(1),
-                                needs_input_grad(2), gi, gw, gb);
-    return {gi, gw, gb};
+  BatchNormBackward(bool training, bool relu) : training_(training), relu_(relu) {}
+  std::string name() const override {
+    return relu_ ? "BatchNormReluBackward" : "BatchNormBackward";
   }
-  void release_saved() override {
-    input.reset();
-    weight.reset();
-    save_mean = Tensor();
-    save_invstd = Tensor();
-  }
-  SavedTensor input, weight;
-  Tensor save_mean, save_invstd;  // owned by this node only
-
- private:
-  bool training_;
-};
-
-// batch_norm_relu's: the ReLU's mask from the output, then batch norm's
-// backward.  Inputs (input, weight, bias).
-class BatchNormReluBackward final : public Node {
- public:
-  explicit BatchNormReluBackward(bool training) : training_(training) {}
-  std::string name() const override { return "BatchNormReluBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    const Tensor g = native::unary_backward(native::unary_op<optable::Relu>(), grads[0],
-                                            output.unpack(*this), {});
+    const Tensor g = relu_ ? native::unary_backward(native::unary_op<optable::Relu>(), grads[0],
+                                                    output.unpack(*this), {})
+                           : grads[0];
     Tensor gi, gw, gb;
     native::batch_norm_backward(g, input.unpack(*this),
                                 weight.defined() ? weight.unpack(*this) : Tensor(), save_mean,
@@ -65,51 +42,48 @@ class BatchNormReluBackward final : public Node {
     save_mean = Tensor();
     save_invstd = Tensor();
   }
-  SavedTensor input, weight, output;
-  Tensor save_mean, save_invstd;  // owned by this node only
+  SavedTensor input, weight, output;  // output: with relu only
+  Tensor save_mean, save_invstd;      // owned by this node only
 
  private:
-  bool training_;
+  bool training_, relu_;
 };
 
-}  // namespace
-
-Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                       double eps) {
+// The forward of batch_norm and batch_norm_relu, and their node.
+Tensor batch_norm_recorded(const Tensor& input, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                           bool training, double momentum, double eps, bool relu) {
   Tensor out, save_mean, save_invstd;
   {
+    // The running-statistics update is not part of the graph.
     NoGradGuard no_grad;
     std::tie(out, save_mean, save_invstd) = native::batch_norm(
-        input, running_mean, running_var, weight, bias, training, momentum, eps, true);
+        input, running_mean, running_var, weight, bias, training, momentum, eps, relu);
   }
-  if (auto node = record<BatchNormReluBackward>({input, weight, bias}, {out}, training)) {
+  if (auto node = record<BatchNormBackward>({input, weight, bias}, {out}, training, relu)) {
     node->input = SavedTensor(input, false);
     if (weight.defined()) node->weight = SavedTensor(weight, false);
-    node->output = SavedTensor(out, true);
+    if (relu) node->output = SavedTensor(out, true);
     node->save_mean = save_mean;
     node->save_invstd = save_invstd;
   }
   return out;
 }
 
+}  // namespace
+
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+  return batch_norm_recorded(input, running_mean, running_var, weight, bias, training, momentum,
+                             eps, true);
+}
+
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
-  Tensor out, save_mean, save_invstd;
-  {
-    // The running-statistics update is not part of the graph.
-    NoGradGuard no_grad;
-    std::tie(out, save_mean, save_invstd) = native::batch_norm(
-        input, running_mean, running_var, weight, bias, training, momentum, eps);
-  }
-  if (auto node = record<BatchNormBackward>({input, weight, bias}, {out}, training)) {
-    node->input = SavedTensor(input, false);
-    if (weight.defined()) node->weight = SavedTensor(weight, false);
-    node->save_mean = save_mean;
-    node->save_invstd = save_invstd;
-  }
-  return out;
+  return batch_norm_recorded(input, running_mean, running_var, weight, bias, training, momentum,
+                             eps, false);
 }
 
 }  // namespace loom

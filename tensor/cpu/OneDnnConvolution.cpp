@@ -39,19 +39,13 @@ namespace {
 using tag = dnnl::memory::format_tag;
 using dims = dnnl::memory::dims;
 
-std::string read_backend() {
-  const char* env = std::getenv("LOOM_CPU_CONV");
+// The setting in environment variable `name`: "auto" when unset or empty,
+// else one of "auto", `a` and `b` (anything else is a loom::Error).
+std::string read_setting(const char* name, const char* a, const char* b) {
+  const char* env = std::getenv(name);
   const std::string v = env == nullptr || *env == '\0' ? "auto" : env;
-  LOOM_CHECK(v == "auto" || v == "onednn" || v == "loom",
-             "LOOM_CPU_CONV: expected \"auto\", \"onednn\" or \"loom\", got \"", v, "\"");
-  return v;
-}
-
-std::string read_layout() {
-  const char* env = std::getenv("LOOM_ONEDNN_LAYOUT");
-  const std::string v = env == nullptr || *env == '\0' ? "auto" : env;
-  LOOM_CHECK(v == "auto" || v == "nhwc" || v == "blocked",
-             "LOOM_ONEDNN_LAYOUT: expected \"auto\", \"nhwc\" or \"blocked\", got \"", v, "\"");
+  LOOM_CHECK(v == "auto" || v == a || v == b, name, ": expected \"auto\", \"", a, "\" or \"", b,
+             "\", got \"", v, "\"");
   return v;
 }
 
@@ -389,12 +383,12 @@ void run_pass(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Reor
 }  // namespace
 
 const std::string& conv_backend() {
-  static const std::string backend = read_backend();
+  static const std::string backend = read_setting("LOOM_CPU_CONV", "onednn", "loom");
   return backend;
 }
 
 const std::string& channels_last_layout() {
-  static const std::string layout = read_layout();
+  static const std::string layout = read_setting("LOOM_ONEDNN_LAYOUT", "nhwc", "blocked");
   return layout;
 }
 
