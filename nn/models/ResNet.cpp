@@ -123,7 +123,11 @@ void ResNetImpl::reset() {
 Tensor ResNetImpl::forward(const Tensor& x) {
   LOOM_CHECK(x.defined() && x.dim() == 4 && x.size(1) == 3,
              "ResNet: expected input of shape (N, 3, H, W), got ", x.describe());
-  Tensor out = maxpool(bn1->forward_relu(conv1(x)));  // (N, 64, H/4, W/4)
+  // Channels last from the stem on where the convolutions run so (oneDNN's
+  // bfloat16 kernels on the CPU): the input converted once here, the
+  // activations NHWC to the pooled features, the logits as usual.
+  const Tensor in = conv1->runs_channels_last(x) ? x.contiguous(MemoryFormat::kChannelsLast) : x;
+  Tensor out = maxpool(bn1->forward_relu(conv1(in)));  // (N, 64, H/4, W/4)
   out = layer1(out);
   out = layer2(out);
   out = layer3(out);

@@ -2,10 +2,12 @@
 
 #include <cmath>
 
+#include "autograd/Autocast.h"
 #include "autograd/functions/Convolution.h"
 #include "nn/Init.h"
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
+#include "tensor/native/Convolution.h"
 
 namespace loom {
 namespace nn {
@@ -46,6 +48,19 @@ Tensor Conv2dImpl::forward(const Tensor& input) {
              options.in_channels_, ", H, W), got ", shape_str(input.sizes()));
   return conv2d(input, weight, bias, options.stride_.vec(), options.padding_.vec(),
                 options.dilation_.vec(), options.groups_);
+}
+
+bool Conv2dImpl::runs_channels_last(const Tensor& input) const {
+  if (!input.defined() || input.dim() != 4 || !input.is_floating_point()) return false;
+  const DeviceType type = input.device().type;
+  // Autocast lowers convolutions of float32 (not float64) inputs.
+  const DType dtype = amp::is_autocast_enabled(type) && input.dtype() != kFloat64
+                          ? amp::get_autocast_dtype(type)
+                          : input.dtype();
+  return native::conv2d_prefers_channels_last(input.device(), dtype, input.sizes(),
+                                              weight.sizes(), options.stride_.vec(),
+                                              options.padding_.vec(), options.dilation_.vec(),
+                                              options.groups_);
 }
 
 void Conv2dImpl::pretty_print(std::ostream& out) const {

@@ -35,6 +35,11 @@ class Conv2dImpl : public Cloneable<Conv2dImpl> {
   void reset() override;
   // Throws naming the layer and shapes when the input's channels differ.
   Tensor forward(const Tensor& input) override;
+  // Whether this layer would run on channels-last activations for a batch
+  // like `input` (in autocast's dtype inside an autocast region): then a
+  // model converts its input once, input.contiguous(MemoryFormat::
+  // kChannelsLast), and its activations stay so (loom's ResNets do).
+  bool runs_channels_last(const Tensor& input) const;
   void pretty_print(std::ostream& out) const override;
 
   Conv2dOptions options;

@@ -21,6 +21,33 @@ IntList pair_arg(const IntList& v, const char* name) {
   return v.size() == 1 ? IntList{v[0], v[0]} : v;
 }
 
+// The geometry of a (batched or unbatched) input and a weight of these
+// sizes, stride/padding/dilation pairs; no checks.
+ConvGeometry shape_geometry(const IntList& input, const IntList& weight, const IntList& stride,
+                            const IntList& padding, const IntList& dilation, int64_t groups) {
+  const size_t d = input.size();
+  ConvGeometry g;
+  g.batch = d == 4 ? input[0] : 1;
+  g.in_channels = input[d - 3];
+  g.height = input[d - 2];
+  g.width = input[d - 1];
+  g.out_channels = weight[0];
+  g.kernel_h = weight[2];
+  g.kernel_w = weight[3];
+  g.stride_h = stride[0];
+  g.stride_w = stride[1];
+  g.pad_h = padding[0];
+  g.pad_w = padding[1];
+  g.dilation_h = dilation[0];
+  g.dilation_w = dilation[1];
+  g.groups = groups;
+  const int64_t eff_h = g.dilation_h * (g.kernel_h - 1) + 1;
+  const int64_t eff_w = g.dilation_w * (g.kernel_w - 1) + 1;
+  g.out_h = (g.height + 2 * g.pad_h - eff_h) / g.stride_h + 1;
+  g.out_w = (g.width + 2 * g.pad_w - eff_w) / g.stride_w + 1;
+  return g;
+}
+
 // Checks the arguments and returns the geometry for a 4-D input.
 // reduced: a float16/bfloat16 input is allowed (the caller decides how it runs).
 ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -52,22 +79,7 @@ ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tens
   LOOM_CHECK(dilation[0] > 0 && dilation[1] > 0, "conv2d: dilation must be positive, got ",
              shape_str(dilation));
   LOOM_CHECK(groups > 0, "conv2d: groups must be positive, got ", groups);
-  const bool batched = input.dim() == 4;
-  ConvGeometry g;
-  g.batch = batched ? input.size(0) : 1;
-  g.in_channels = input.size(-3);
-  g.height = input.size(-2);
-  g.width = input.size(-1);
-  g.out_channels = weight.size(0);
-  g.kernel_h = weight.size(2);
-  g.kernel_w = weight.size(3);
-  g.stride_h = stride[0];
-  g.stride_w = stride[1];
-  g.pad_h = padding[0];
-  g.pad_w = padding[1];
-  g.dilation_h = dilation[0];
-  g.dilation_w = dilation[1];
-  g.groups = groups;
+  ConvGeometry g = shape_geometry(input.sizes(), weight.sizes(), stride, padding, dilation, groups);
   LOOM_CHECK(g.out_channels % groups == 0, "conv2d: out_channels (weight.size(0) = ",
              g.out_channels, " in weight ", shape_str(weight.sizes()),
              ") must be divisible by groups (", groups, ")");
@@ -83,8 +95,6 @@ ConvGeometry conv_geometry(const Tensor& input, const Tensor& weight, const Tens
              "). Kernel size: (", eff_h, " x ", eff_w,
              "). Kernel size can't be greater than actual input size (input ",
              shape_str(input.sizes()), ", weight ", shape_str(weight.sizes()), ")");
-  g.out_h = (padded_h - eff_h) / g.stride_h + 1;
-  g.out_w = (padded_w - eff_w) / g.stride_w + 1;
   if (bias.defined()) {
     check_same_device("conv2d", input, "input", bias, "bias");
     LOOM_CHECK(bias.dtype() == input.dtype(), "conv2d: expected bias of dtype ",
@@ -106,10 +116,15 @@ bool runs_in_reduced(const Tensor& input, const ConvGeometry& g, int passes) {
   return conv2d_takes_stub.answer_or(false, input.device(), g, input.dtype(), passes);
 }
 
-// The layout the device's kernels want for these passes of a batched input:
-// g.channels_last set where they run them on channels-last activations.
-ConvGeometry with_layout(ConvGeometry g, const Tensor& input, int passes) {
-  g.channels_last = input.dim() == 4 &&
+bool is_channels_last(const Tensor& t) {
+  return t.is_contiguous(MemoryFormat::kChannelsLast) && !t.is_contiguous();
+}
+
+// The layout of these passes: channels last (g.channels_last) where the
+// input or the weight is channels last, as in PyTorch, and the device's
+// kernels run them so; else NCHW.
+ConvGeometry with_layout(ConvGeometry g, const Tensor& input, const Tensor& weight, int passes) {
+  g.channels_last = input.dim() == 4 && (is_channels_last(input) || is_channels_last(weight)) &&
                     conv2d_channels_last_stub.answer_or(false, input.device(), g, input.dtype(),
                                                         passes);
   return g;
@@ -122,7 +137,7 @@ MemoryFormat activation_format(const ConvGeometry& g) {
 // The kernels on operands conv_geometry has checked (g is theirs).
 Tensor conv2d_checked(ConvGeometry g, const Tensor& input, const Tensor& weight,
                       const Tensor& bias) {
-  g = with_layout(g, input, kConv2dForward);
+  g = with_layout(g, input, weight, kConv2dForward);
   const MemoryFormat format = activation_format(g);
   Tensor out = empty(output_shape(g, input.dim() == 4),
                      TensorOptions(input.dtype()).device(input.device()), format);
@@ -140,7 +155,7 @@ void conv2d_backward_checked(ConvGeometry g, const Tensor& grad_output,
   LOOM_CHECK(grad_output.sizes() == out_shape, "conv2d_backward: expected grad_output of shape ",
              shape_str(out_shape), ", got ", grad_output.describe());
   if (!need_input && !need_weight && !need_bias) return;
-  g = with_layout(g, input,
+  g = with_layout(g, input, weight,
                   (need_input ? kConv2dBackwardData : 0) |
                       (need_weight || need_bias ? kConv2dBackwardWeights : 0));
   const MemoryFormat format = activation_format(g);
@@ -155,6 +170,19 @@ void conv2d_backward_checked(ConvGeometry g, const Tensor& grad_output,
 }
 
 }  // namespace
+
+bool conv2d_prefers_channels_last(Device device, DType dtype, const IntList& input_sizes,
+                                  const IntList& weight_sizes, const IntList& stride,
+                                  const IntList& padding, const IntList& dilation,
+                                  int64_t groups) {
+  if (input_sizes.size() != 4 || weight_sizes.size() != 4) return false;
+  const ConvGeometry g =
+      shape_geometry(input_sizes, weight_sizes, pair_arg(stride, "stride"),
+                     pair_arg(padding, "padding"), pair_arg(dilation, "dilation"), groups);
+  if (g.out_h < 1 || g.out_w < 1 || g.groups < 1) return false;
+  return conv2d_channels_last_stub.answer_or(
+      false, device, g, dtype, kConv2dForward | kConv2dBackwardData | kConv2dBackwardWeights);
+}
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
               IntList padding, IntList dilation, int64_t groups) {

@@ -16,6 +16,17 @@ namespace native {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntList stride,
               IntList padding, IntList dilation, int64_t groups);
 
+// conv2d runs channels last where the input or the weight is channels last
+// (as in PyTorch) and the device's kernels run it so (conv2d_channels_last
+// below); its output is then channels last.  This says whether they would
+// for an input of `input_sizes` in `dtype` on `device` (every pass of a
+// training step): what a model asks before converting its input once, as
+// nn::Conv2d's runs_channels_last and loom's ResNets do.
+bool conv2d_prefers_channels_last(Device device, DType dtype, const IntList& input_sizes,
+                                  const IntList& weight_sizes, const IntList& stride,
+                                  const IntList& padding, const IntList& dilation,
+                                  int64_t groups);
+
 // Gradients of conv2d for grad_output (shaped like conv2d's output); each is
 // computed only when its flag is set (else left undefined).
 void conv2d_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
@@ -50,9 +61,9 @@ using Conv2dTakesKernel = bool (*)(const ConvGeometry& g, DType dtype, int passe
 // Whether the kernels would run the passes in `passes` of g (in dtype) on
 // channels-last activations rather than NCHW ones (on the CPU: where oneDNN
 // runs them, whose kernels read NHWC as it is but NCHW only through
-// reorders into their blocked layouts).  conv2d then hands them channels-last
-// operands (converting an NCHW input once) and returns a channels-last
-// output, which batch norm and the elementwise ops keep.
+// reorders into their blocked layouts).  Given a channels-last input (or
+// weight), conv2d then hands them channels-last operands and returns a
+// channels-last output, which batch norm and the elementwise ops keep.
 using Conv2dChannelsLastKernel = bool (*)(const ConvGeometry& g, DType dtype, int passes);
 
 extern DispatchStub<Conv2dForwardKernel> conv2d_forward_stub;

@@ -222,9 +222,10 @@ TEST(ChannelsLast, MaxPoolGradcheck) {
 }
 
 // A bfloat16 convolution that runs in oneDNN (AVX512-BF16 or AMX CPUs, not
-// under LOOM_CPU_CONV=loom) reads and writes channels last; its values and
-// gradients are the float32 convolution's rounded, from either input layout.
-TEST(ChannelsLast, OneDnnBfloat16ConvolutionsWriteChannelsLast) {
+// under LOOM_CPU_CONV=loom) reads and writes channels last when its input or
+// weight is channels last, as PyTorch's; an NCHW one stays NCHW.  The values
+// and gradients are the float32 convolution's rounded either way.
+TEST(ChannelsLast, OneDnnBfloat16ConvolutionsFollowTheInputLayout) {
   native::ConvGeometry g;
   g.batch = 2;
   g.in_channels = 16;
@@ -236,6 +237,11 @@ TEST(ChannelsLast, OneDnnBfloat16ConvolutionsWriteChannelsLast) {
   const int all = native::kConv2dForward | native::kConv2dBackwardData |
                   native::kConv2dBackwardWeights;
   const bool nhwc = native::conv2d_channels_last_stub.get(Device())(g, kBFloat16, all);
+  EXPECT_EQ(native::conv2d_prefers_channels_last(Device(), kBFloat16, {2, 16, 10, 10},
+                                                 {32, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1),
+            nhwc);
+  EXPECT_FALSE(native::conv2d_prefers_channels_last(Device(), kFloat64, {2, 16, 10, 10},
+                                                    {32, 16, 3, 3}, {1}, {1}, {1}, 1));
   if (!nhwc) GTEST_SKIP() << "no oneDNN bfloat16 kernels here (" << cpu::onednn::describe() << ")";
   const Tensor x = random({2, 16, 10, 10}, 80, kBFloat16), w = random({32, 16, 3, 3}, 81, kBFloat16);
   const Tensor b = random({32}, 82, kBFloat16), go = random({2, 32, 10, 10}, 83, kBFloat16);
@@ -244,16 +250,22 @@ TEST(ChannelsLast, OneDnnBfloat16ConvolutionsWriteChannelsLast) {
   Tensor gi32, gw32, gb32;
   native::conv2d_backward(go.to(kFloat32), x.to(kFloat32), w.to(kFloat32), {1, 1}, {1, 1}, {1, 1},
                           1, true, true, true, gi32, gw32, gb32);
-  for (const Tensor& input : {x, x.contiguous(kCL)}) {
-    const Tensor y = native::conv2d(input, w, b, {1, 1}, {1, 1}, {1, 1}, 1);
-    EXPECT_TRUE(is_channels_last(y));
+  struct Layout {
+    Tensor input, weight;
+    bool channels_last;
+  };
+  for (const Layout& k : {Layout{x, w, false}, Layout{x.contiguous(kCL), w, true},
+                          Layout{x, w.contiguous(kCL), true}}) {
+    const Tensor y = native::conv2d(k.input, k.weight, b, {1, 1}, {1, 1}, {1, 1}, 1);
+    EXPECT_EQ(is_channels_last(y), k.channels_last);
+    EXPECT_EQ(y.is_contiguous(), !k.channels_last);
     EXPECT_EQ(y.dtype(), kBFloat16);
     EXPECT_TRUE(AllClose(y.to(kFloat32), y32, 1e-2, 2e-2));
     for (const Tensor& grad : {go, go.contiguous(kCL)}) {
       Tensor gi, gw, gb;
-      native::conv2d_backward(grad, input, w, {1, 1}, {1, 1}, {1, 1}, 1, true, true, true, gi, gw,
-                              gb);
-      EXPECT_TRUE(is_channels_last(gi));
+      native::conv2d_backward(grad, k.input, k.weight, {1, 1}, {1, 1}, {1, 1}, 1, true, true,
+                              true, gi, gw, gb);
+      EXPECT_EQ(is_channels_last(gi), k.channels_last);
       EXPECT_TRUE(gw.is_contiguous());
       EXPECT_TRUE(AllClose(gi.to(kFloat32), gi32, 1e-2, 5e-2));
       EXPECT_TRUE(AllClose(gw.to(kFloat32), gw32, 1e-2, 2e-1));
@@ -264,6 +276,24 @@ TEST(ChannelsLast, OneDnnBfloat16ConvolutionsWriteChannelsLast) {
   const Tensor y3 = native::conv2d(x.select(0, 0), w, b, {1, 1}, {1, 1}, {1, 1}, 1);
   EXPECT_EQ(y3.sizes(), (IntList{32, 10, 10}));
   EXPECT_TRUE(AllClose(y3.to(kFloat32), y32.select(0, 0), 1e-2, 2e-2));
+}
+
+// A model written for NCHW keeps working under autocast: its convolutions
+// return NCHW for NCHW inputs, so view() after them holds (as in PyTorch);
+// nn::Conv2d says when converting the input would pay.
+TEST(ChannelsLast, NchwModelsStayNchwUnderAutocast) {
+  nn::Conv2d conv(nn::Conv2dOptions(3, 8, 3).padding(1));
+  const Tensor x = random({2, 3, 6, 6}, 84);
+  EXPECT_FALSE(conv->runs_channels_last(x.to(kFloat64)));
+  amp::AutocastGuard autocast(kCPU);
+  const Tensor y = conv(x);
+  EXPECT_EQ(y.dtype(), kBFloat16);
+  EXPECT_TRUE(y.is_contiguous());
+  EXPECT_EQ(y.relu().view({2, -1}).sizes(), (IntList{2, 8 * 36}));
+  const bool nhwc = conv->runs_channels_last(x);
+  EXPECT_EQ(nhwc, native::conv2d_prefers_channels_last(Device(), kBFloat16, x.sizes(),
+                                                       {8, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1));
+  EXPECT_EQ(is_channels_last(conv(x.contiguous(kCL))), nhwc);
 }
 
 // Both ways oneDNN runs channels-last passes (NHWC as it is; its blocked
@@ -296,9 +326,9 @@ TEST(ChannelsLastDeathTest, BadLayoutIsAnError) {
       ::testing::ExitedWithCode(3), "LOOM_ONEDNN_LAYOUT: expected");
 }
 
-// conv -> batch norm -> ReLU -> max pool -> conv in bfloat16 with autograd:
-// activations stay channels last end to end where the convolutions ask for
-// it.  With batch norm on running statistics the outputs and gradients equal
+// conv -> batch norm -> ReLU -> max pool -> conv in bfloat16 with autograd,
+// from a channels-last input: activations stay channels last end to end
+// where the convolutions run so.  With batch norm on running statistics the outputs and gradients equal
 // the float32 network's within bfloat16 rounding (see below); in training mode (batch
 // statistics at batch 2: near-cancelling sums, bfloat16 noise either way,
 // the same bits as without channels last) the layout is checked.
@@ -309,7 +339,9 @@ TEST(ChannelsLast, SmallNetworkStaysChannelsLast) {
     Tensor a = w1.to(dtype).detach().requires_grad_(), b = w2.to(dtype).detach().requires_grad_();
     const Tensor gamma = ones({16}, kFloat32).requires_grad_();
     const Tensor rm = zeros({16}, kFloat32), rv = ones({16}, kFloat32);
-    Tensor h = conv2d(x.to(dtype), a, Tensor(), {1, 1}, {1, 1});
+    // The bfloat16 network opts in with a channels-last input.
+    const Tensor in = dtype == kBFloat16 ? x.to(dtype).contiguous(kCL) : x;
+    Tensor h = conv2d(in, a, Tensor(), {1, 1}, {1, 1});
     const bool nhwc = dtype == kBFloat16 && is_channels_last(h);
     h = batch_norm(h, rm, rv, gamma, Tensor(), training).relu();
     if (nhwc) {
