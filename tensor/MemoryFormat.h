@@ -21,6 +21,12 @@ enum class MemoryFormat {
 
 const char* memory_format_name(MemoryFormat format);
 
+// kChannelsLast when channels_last is set, else kContiguous: for the
+// kernels' layout flags (ConvGeometry, BatchNormShape, PoolGeometry).
+inline MemoryFormat channels_last_if(bool channels_last) {
+  return channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
+}
+
 // The strides of a dense tensor of `sizes` in `format` (throws for channels
 // last unless sizes has 4 dims).
 IntList strides_for(const IntList& sizes, MemoryFormat format);

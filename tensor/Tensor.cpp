@@ -68,6 +68,10 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
   return is_dense_in(sizes(), strides(), format);
 }
 
+MemoryFormat Tensor::suggest_memory_format() const {
+  return channels_last_if(is_contiguous(MemoryFormat::kChannelsLast) && !is_contiguous());
+}
+
 std::string Tensor::describe() const {
   if (!defined()) return "[undefined tensor]";
   std::ostringstream out;

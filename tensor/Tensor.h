@@ -61,6 +61,9 @@ class Tensor {
   bool is_contiguous() const;
   // Dense in `format` (MemoryFormat.h): is_contiguous(kContiguous) == is_contiguous().
   bool is_contiguous(MemoryFormat format) const;
+  // kChannelsLast for a 4-D tensor dense in channels last and not also
+  // contiguous (the layout an op's result keeps), else kContiguous.
+  MemoryFormat suggest_memory_format() const;
   bool is_floating_point() const;
   bool is_cpu() const { return device().is_cpu(); }
   bool is_cuda() const { return device().is_cuda(); }

@@ -279,7 +279,7 @@ Tensor Tensor::clone() const {
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const { return contiguous(MemoryFormat::kContiguous); }
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
   if (is_contiguous(format)) return *this;

@@ -116,29 +116,24 @@ bool runs_in_reduced(const Tensor& input, const ConvGeometry& g, int passes) {
   return conv2d_takes_stub.answer_or(false, input.device(), g, input.dtype(), passes);
 }
 
-bool is_channels_last(const Tensor& t) {
-  return t.is_contiguous(MemoryFormat::kChannelsLast) && !t.is_contiguous();
-}
-
 // The layout of these passes: channels last (g.channels_last) where the
 // input or the weight is channels last, as in PyTorch, and the device's
 // kernels run them so; else NCHW.
 ConvGeometry with_layout(ConvGeometry g, const Tensor& input, const Tensor& weight, int passes) {
-  g.channels_last = input.dim() == 4 && (is_channels_last(input) || is_channels_last(weight)) &&
+  constexpr MemoryFormat kChannelsLast = MemoryFormat::kChannelsLast;
+  g.channels_last = input.dim() == 4 &&
+                    (input.suggest_memory_format() == kChannelsLast ||
+                     weight.suggest_memory_format() == kChannelsLast) &&
                     conv2d_channels_last_stub.answer_or(false, input.device(), g, input.dtype(),
                                                         passes);
   return g;
-}
-
-MemoryFormat activation_format(const ConvGeometry& g) {
-  return g.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
 }
 
 // The kernels on operands conv_geometry has checked (g is theirs).
 Tensor conv2d_checked(ConvGeometry g, const Tensor& input, const Tensor& weight,
                       const Tensor& bias) {
   g = with_layout(g, input, weight, kConv2dForward);
-  const MemoryFormat format = activation_format(g);
+  const MemoryFormat format = channels_last_if(g.channels_last);
   Tensor out = empty(output_shape(g, input.dim() == 4),
                      TensorOptions(input.dtype()).device(input.device()), format);
   const Tensor x = contiguous(input, format), w = contiguous(weight);
@@ -158,7 +153,7 @@ void conv2d_backward_checked(ConvGeometry g, const Tensor& grad_output,
   g = with_layout(g, input, weight,
                   (need_input ? kConv2dBackwardData : 0) |
                       (need_weight || need_bias ? kConv2dBackwardWeights : 0));
-  const MemoryFormat format = activation_format(g);
+  const MemoryFormat format = channels_last_if(g.channels_last);
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()), format);
   const Tensor x = contiguous(input, format), w = contiguous(weight);

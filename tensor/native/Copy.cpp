@@ -68,10 +68,7 @@ Tensor clone(const Tensor& src) {
   return out;
 }
 
-Tensor contiguous(const Tensor& src) {
-  check_defined("contiguous", src, "self");
-  return src.is_contiguous() ? src : clone(src);
-}
+Tensor contiguous(const Tensor& src) { return contiguous(src, MemoryFormat::kContiguous); }
 
 Tensor contiguous(const Tensor& src, MemoryFormat format) {
   check_defined("contiguous", src, "self");
@@ -82,11 +79,8 @@ Tensor contiguous(const Tensor& src, MemoryFormat format) {
 }
 
 Tensor empty_keeping_layout(const IntList& sizes, TensorOptions options, const Tensor& like) {
-  const bool channels_last = like.defined() && like.sizes() == sizes &&
-                             like.is_contiguous(MemoryFormat::kChannelsLast) &&
-                             !like.is_contiguous();
-  return empty(sizes, options,
-               channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
+  const bool keep = like.defined() && like.sizes() == sizes;
+  return empty(sizes, options, keep ? like.suggest_memory_format() : MemoryFormat::kContiguous);
 }
 
 Tensor to(const Tensor& src, Device device, DType dtype, bool non_blocking) {

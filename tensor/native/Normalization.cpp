@@ -23,13 +23,9 @@ BatchNormShape bn_shape(const Tensor& input) {
   s.channels = input.size(1);
   s.spatial = 1;
   for (int64_t d = 2; d < input.dim(); ++d) s.spatial *= input.size(d);
-  s.channels_last = input.is_contiguous(MemoryFormat::kChannelsLast) && !input.is_contiguous() &&
+  s.channels_last = input.suggest_memory_format() == MemoryFormat::kChannelsLast &&
                     batch_norm_channels_last_stub.answer_or(false, input.device(), input.dtype());
   return s;
-}
-
-MemoryFormat layout_of(const BatchNormShape& s) {
-  return s.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
 }
 
 // The dtype of the statistics and parameters beside input: its own, float32
@@ -90,8 +86,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
              shape_str(input.sizes()));
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
-  const Tensor x = contiguous(input, layout_of(s));
-  Tensor out = empty(input.sizes(), options, layout_of(s));
+  const MemoryFormat format = channels_last_if(s.channels_last);
+  const Tensor x = contiguous(input, format);
+  Tensor out = empty(input.sizes(), options, format);
   Tensor save_mean = empty({s.channels}, stats);
   Tensor save_invstd = empty({s.channels}, stats);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
@@ -114,10 +111,11 @@ void batch_norm_backward_checked(const Tensor& grad_output, const Tensor& input,
   const BatchNormShape s = bn_shape(input);
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
   const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
-  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()), layout_of(s));
-  const Tensor x = contiguous(input, layout_of(s));
+  const MemoryFormat format = channels_last_if(s.channels_last);
+  const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()), format);
+  const Tensor x = contiguous(input, format);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
-  if (need_input) grad_input = empty(input.sizes(), options, layout_of(s));
+  if (need_input) grad_input = empty(input.sizes(), options, format);
   if (need_weight) grad_weight = empty({s.channels}, stats);
   if (need_bias) grad_bias = empty({s.channels}, stats);
   if (!need_input && !need_weight && !need_bias) return;

@@ -126,12 +126,8 @@ Tensor new_grad_input(const char* op, const Tensor& grad_output, const IntList& 
 // Whether t (a max-pool input, or the indices of one) is a channels-last
 // 4-D tensor the device's max-pool kernels take as it is.
 bool max_pools_channels_last(const Tensor& t, DType dtype) {
-  return t.dim() == 4 && t.is_contiguous(MemoryFormat::kChannelsLast) && !t.is_contiguous() &&
+  return t.suggest_memory_format() == MemoryFormat::kChannelsLast &&
          max_pool2d_channels_last_stub.answer_or(false, t.device(), dtype);
-}
-
-MemoryFormat layout_of(const PoolGeometry& g) {
-  return g.channels_last ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous;
 }
 
 }  // namespace
@@ -151,9 +147,10 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList 
     g.channels = input.size(1);
   }
   const IntList shape = pooled_shape(input, g);
-  Tensor out = empty(shape, TensorOptions(input.dtype()).device(input.device()), layout_of(g));
-  Tensor indices = empty(shape, TensorOptions(kInt64).device(input.device()), layout_of(g));
-  const Tensor x = contiguous(input, layout_of(g));
+  const MemoryFormat format = channels_last_if(g.channels_last);
+  Tensor out = empty(shape, TensorOptions(input.dtype()).device(input.device()), format);
+  Tensor indices = empty(shape, TensorOptions(kInt64).device(input.device()), format);
+  const Tensor x = contiguous(input, format);
   max_pool2d_stub(x.device(), g, x, out, indices);
     return {out, indices};
 }
@@ -175,17 +172,17 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
     g.channels_last = true;
     g.channels = input_sizes[1];
   }
-  Tensor grad_input =
-      new_grad_input("max_pool2d_backward", grad_output, input_sizes, layout_of(g));
+  const MemoryFormat format = channels_last_if(g.channels_last);
+  Tensor grad_input = new_grad_input("max_pool2d_backward", grad_output, input_sizes, format);
   const Tensor& input = grad_input;
   g.height = input.size(-2);
   g.width = input.size(-1);
   g.planes = input.numel() / (g.height * g.width);
   g.out_h = grad_output.size(-2);
   g.out_w = grad_output.size(-1);
-  const Tensor go = contiguous(grad_output, layout_of(g));
+  const Tensor go = contiguous(grad_output, format);
   check_same_device("max_pool2d_backward", grad_output, "grad_output", indices, "indices");
-  const Tensor ix = contiguous(indices, layout_of(g));
+  const Tensor ix = contiguous(indices, format);
   max_pool2d_backward_stub(grad_input.device(), g, go, ix, grad_input);
     return grad_input;
 }
