@@ -6,8 +6,10 @@
 // Serial: callers split the work (parallel_for) or run them on chunks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "tensor/Half.h"
 
@@ -33,6 +35,31 @@ inline void narrow_to_bfloat16(const float* src, BFloat16* dst, int64_t n) {
     std::memcpy(&v, &src[i], sizeof v);  // read as float, not through a uint32_t alias
     const uint32_t rounded = (v + 0x7FFFu + ((v >> 16) & 1u)) >> 16;
     out[i] = static_cast<uint16_t>((v & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : rounded);
+  }
+}
+
+// n values of a run of T as A, for kernels computing bfloat16 in float32
+// and float32/float64 as they are: p itself when T is A, else (T =
+// BFloat16, A = float) widened into buf.
+template <typename A, typename T>
+const A* load_run(const T* p, int64_t n, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return p;
+  } else {
+    static_assert(std::is_same_v<T, BFloat16> && std::is_same_v<A, float>);
+    widen_bfloat16(p, buf, n);
+    return buf;
+  }
+}
+
+// Writes n values computed in A to a run of T (rounded once for bfloat16).
+template <typename A, typename T>
+void store_run(const A* v, int64_t n, T* p) {
+  if constexpr (std::is_same_v<T, A>) {
+    std::copy(v, v + n, p);
+  } else {
+    static_assert(std::is_same_v<T, BFloat16> && std::is_same_v<A, float>);
+    narrow_to_bfloat16(v, p, n);
   }
 }
 

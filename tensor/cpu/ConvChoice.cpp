@@ -2,14 +2,11 @@
 // ConvChoice.h.
 #include "tensor/cpu/ConvChoice.h"
 
-#include <algorithm>
 #include <array>
-#include <chrono>
-#include <limits>
 #include <map>
-#include <mutex>
 
 #include "tensor/Parallel.h"
+#include "tensor/cpu/TimedChoice.h"
 
 namespace loom {
 namespace cpu {
@@ -31,39 +28,11 @@ Key key_of(ConvPass pass, const native::ConvGeometry& g, DType dtype) {
           g.out_h, g.out_w};
 }
 
-double seconds(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+// Per key, whether oneDNN was timed faster.
+using BackendChoices = Choices<std::map<Key, bool>>;
 
-class Choices {
- public:
-  // The decided backend for key (true: oneDNN), if any.
-  bool find(const Key& key, bool* onednn) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = decided_.find(key);
-    if (it == decided_.end()) return false;
-    *onednn = it->second;
-    return true;
-  }
-  void store(const Key& key, bool onednn) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (decided_.emplace(key, onednn).second && onednn) ++onednn_count_;
-  }
-  ConvChoiceStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {static_cast<int64_t>(decided_.size()), onednn_count_};
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<Key, bool> decided_;
-  int64_t onednn_count_ = 0;
-};
-
-Choices& choices() {
-  static Choices* c = new Choices;  // never destroyed: convolutions may run at exit
+BackendChoices& choices() {
+  static BackendChoices* c = new BackendChoices;  // never destroyed: convolutions may run at exit
   return *c;
 }
 
@@ -109,23 +78,16 @@ void run_conv_pass(ConvPass pass, const native::ConvGeometry& g, DType dtype,
   if (onednn::conv_backend() == "onednn" || dtype == kBFloat16) return run_onednn();
   const Key key = key_of(pass, g, dtype);
   bool use_onednn = false;
-  if (!choices().find(key, &use_onednn)) {
-    // Interleaved, twice each; the first oneDNN run also warms its buffers
-    // (the primitive itself was made by available()).
-    double t_loom = std::numeric_limits<double>::infinity(), t_onednn = t_loom;
-    for (int i = 0; i < 2; ++i) {
-      t_onednn = std::min(t_onednn, seconds(run_onednn));
-      t_loom = std::min(t_loom, seconds(run_loom));
-    }
-    use_onednn = t_onednn < t_loom;
-    choices().store(key, use_onednn);
-    // The outputs hold loom's result now; the chosen backend writes them.
-    if (!use_onednn) return;
-  }
-  use_onednn ? run_onednn() : run_loom();
+  if (choices().find(key, &use_onednn)) return use_onednn ? run_onednn() : run_loom();
+  // Interleaved, twice each; the first oneDNN run also warms its buffers
+  // (the primitive itself was made by available()).  The faster ran last.
+  choices().store(key, first_is_faster(run_onednn, run_loom));
 }
 
-ConvChoiceStats conv_choice_stats() { return choices().stats(); }
+ConvChoiceStats conv_choice_stats() {
+  const auto [decided, onednn] = choices().counts();
+  return {decided, onednn};
+}
 
 }  // namespace cpu
 }  // namespace loom

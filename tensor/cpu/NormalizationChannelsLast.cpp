@@ -39,28 +39,6 @@ void for_blocks(const BatchNormShape& s, const Fn& fn) {
   });
 }
 
-// n values of a row from p as A: p itself when T is A, else widened into buf.
-template <typename A, typename T>
-const A* load(const T* p, int64_t n, A* buf) {
-  if constexpr (std::is_same_v<T, A>) {
-    return p;
-  } else {
-    static_assert(std::is_same_v<T, BFloat16> && std::is_same_v<A, float>);
-    widen_bfloat16(p, buf, n);
-    return buf;
-  }
-}
-
-// Writes n values computed in buf (A) to p (T).
-template <typename A, typename T>
-void store(const A* buf, int64_t n, T* p) {
-  if constexpr (std::is_same_v<T, A>) {
-    std::copy(buf, buf + n, p);
-  } else {
-    narrow_to_bfloat16(buf, p, n);
-  }
-}
-
 // Per-channel sums over every row: sums[c] (double) = sum over rows of
 // term(c0, n, row values of columns [c0, c0 + n), acc) which adds each
 // row's terms into acc[0..n).  `count` sums are made at once (the backward
@@ -96,14 +74,14 @@ void affine_rows(const BatchNormShape& s, const T* x, const A* a, const A* shift
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
         const int64_t n = std::min(kColumns, C - c0);
-        const A* v = load<A>(x + r * C + c0, n, in);
+        const A* v = load_run<A>(x + r * C + c0, n, in);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c) out[c] = v[c] * a[c0 + c] + shift[c0 + c];
         if (s.relu) {
 #pragma omp simd
           for (int64_t c = 0; c < n; ++c) out[c] = out[c] < A(0) ? A(0) : out[c];
         }
-        store<A>(out, n, y + r * C + c0);
+        store_run<A>(out, n, y + r * C + c0);
       }
   });
 }
@@ -124,14 +102,14 @@ void batch_norm_train_forward_channels_last(const BatchNormShape& s, const T* x,
     A buf[kColumns];
     for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
       const int64_t n = std::min(kColumns, C - c0);
-      const A* v = load<A>(x + c0, n, buf);
+      const A* v = load_run<A>(x + c0, n, buf);
       std::copy(v, v + n, k.data() + c0);
     }
   }
   const std::vector<double> sums =
       channel_sums<A, 2>(s, [&](int64_t r, int64_t c0, int64_t n, A (*acc)[kColumns]) {
         A buf[kColumns];
-        const A* v = load<A>(x + r * C + c0, n, buf);
+        const A* v = load_run<A>(x + r * C + c0, n, buf);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c) {
           const A d = v[c] - k[c0 + c];
@@ -187,8 +165,8 @@ void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_ou
   const std::vector<double> sums =
       channel_sums<A, 2>(s, [&](int64_t r, int64_t c0, int64_t n, A (*acc)[kColumns]) {
         A gbuf[kColumns], xbuf[kColumns];
-        const A* g = load<A>(grad_out + r * C + c0, n, gbuf);
-        const A* v = load<A>(x + r * C + c0, n, xbuf);
+        const A* g = load_run<A>(grad_out + r * C + c0, n, gbuf);
+        const A* v = load_run<A>(x + r * C + c0, n, xbuf);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c) {
           acc[0][c] += g[c];
@@ -218,12 +196,12 @@ void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_ou
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
         const int64_t n = std::min(kColumns, C - c0);
-        const A* g = load<A>(grad_out + r * C + c0, n, gbuf);
-        const A* v = load<A>(x + r * C + c0, n, xbuf);
+        const A* g = load_run<A>(grad_out + r * C + c0, n, gbuf);
+        const A* v = load_run<A>(x + r * C + c0, n, xbuf);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c)
           out[c] = ca[c0 + c] * g[c] + cb[c0 + c] * v[c] + ck[c0 + c];
-        store<A>(out, n, grad_input + r * C + c0);
+        store_run<A>(out, n, grad_input + r * C + c0);
       }
   });
 }

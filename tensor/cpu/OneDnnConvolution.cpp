@@ -13,12 +13,9 @@
 // what loom's own kernels already do (//bench:conv_backends).
 #include "tensor/cpu/OneDnnConvolution.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <functional>
-#include <limits>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -30,6 +27,7 @@
 #include "tensor/Parallel.h"
 #include "tensor/cpu/OmpThreads.h"
 #include "tensor/cpu/OneDnnEngine.h"
+#include "tensor/cpu/TimedChoice.h"
 
 namespace loom {
 namespace cpu {
@@ -253,27 +251,9 @@ std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType d
 // the second for small images (4x4 and 2x2 in ResNet-18 at 64x64, 7x7 in
 // ResNet-50, where the NHWC forward kernel is up to 3x slower), by amounts
 // that differ per CPU.  So each pass of each shape is timed once, both ways
-// (twice each, interleaved, as tensor/cpu/ConvChoice.h times backends), and
+// (tensor/cpu/TimedChoice.h, as ConvChoice.cpp times the backends), and
 // the faster way runs it from then on.
-class LayoutChoices {
- public:
-  // The decided way for key (true: blocked), if any.
-  bool find(const Key& key, bool* blocked) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = decided_.find(key);
-    if (it == decided_.end()) return false;
-    *blocked = it->second;
-    return true;
-  }
-  void store(const Key& key, bool blocked) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    decided_.emplace(key, blocked);
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<Key, bool, KeyHash> decided_;
-};
+using LayoutChoices = Choices<std::unordered_map<Key, bool, KeyHash>>;  // true: blocked
 
 LayoutChoices& layout_choices() {
   static LayoutChoices* c = new LayoutChoices;  // never destroyed: convolutions may run at exit
@@ -342,12 +322,6 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
   }
 }
 
-double seconds(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Runs one pass through run(entry, shared): for NCHW activations in the
 // primitive's layouts, for channels-last ones the way LayoutChoices decided
 // (timing both the first time, without sharing reordered inputs).  Each run
@@ -370,14 +344,9 @@ void run_pass(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Reor
   bool use_blocked = false;
   if (layout_choices().find(key, &use_blocked))
     return run(use_blocked ? *blocked : *direct, shared);
-  double t_direct = std::numeric_limits<double>::infinity(), t_blocked = t_direct;
-  for (int i = 0; i < 2; ++i) {
-    t_blocked = std::min(t_blocked, seconds([&] { run(*blocked, nullptr); }));
-    t_direct = std::min(t_direct, seconds([&] { run(*direct, nullptr); }));
-  }
-  use_blocked = t_blocked < t_direct;
-  layout_choices().store(key, use_blocked);
-  if (use_blocked) run(*blocked, nullptr);  // the direct way ran last
+  // The faster way runs last, writing the outputs.
+  layout_choices().store(key, first_is_faster([&] { run(*blocked, nullptr); },
+                                              [&] { run(*direct, nullptr); }));
 }
 
 }  // namespace

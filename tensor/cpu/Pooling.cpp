@@ -13,6 +13,7 @@
 
 #include "tensor/Parallel.h"
 #include "tensor/cpu/Bfloat16Runs.h"
+#include "tensor/cpu/PoolWindow.h"
 #include "tensor/native/Pooling.h"
 
 namespace loom {
@@ -26,34 +27,15 @@ void for_planes(const PoolGeometry& g, const Fn& fn) {
   parallel_for(0, g.planes, std::max<int64_t>(1, 32768 / per_plane), fn);
 }
 
-// First index >= lo on the lattice start + k * step (k >= 0).
-int64_t first_on_lattice(int64_t start, int64_t step, int64_t lo) {
-  if (start >= lo) return start;
-  return start + (lo - start + step - 1) / step * step;
-}
-
-// Whether v replaces the running max (NaN wins, as in PyTorch).  Written so
-// the compiler emits selects: with random data a branch here mispredicts half
-// the time and dominates the cost.
-template <typename T>
-inline void take_max(T v, int64_t at, T& best, int64_t& best_at) {
-  const bool take = (v > best) | (v != v);
-  best = take ? v : best;
-  best_at = take ? at : best_at;
-}
-
 // One plane, generic windows, scalar.
 template <typename T>
 void max_pool_plane(const PoolGeometry& g, const T* in, T* o, int64_t* ix) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   for (int64_t oh = 0; oh < OH; ++oh) {
-    const int64_t hs = oh * g.stride_h - g.pad_h;
-    const int64_t h0 = first_on_lattice(hs, g.dilation_h, 0);
-    const int64_t h1 = std::min(hs + (g.kernel_h - 1) * g.dilation_h + 1, H);
+    const auto [h0, h1] = window_taps(oh * g.stride_h - g.pad_h, g.kernel_h, g.dilation_h, H);
     for (int64_t ow = 0; ow < OW; ++ow) {
-      const int64_t ws = ow * g.stride_w - g.pad_w;
-      const int64_t w0 = first_on_lattice(ws, g.dilation_w, 0);
-      const int64_t w1 = std::min(ws + (g.kernel_w - 1) * g.dilation_w + 1, W);
+      const auto [w0, w1] =
+          window_taps(ow * g.stride_w - g.pad_w, g.kernel_w, g.dilation_w, W);
       T best = -std::numeric_limits<T>::infinity();
       int64_t at = h0 < h1 && w0 < w1 ? h0 * W + w0 : -1;  // -1: empty window
       for (int64_t h = h0; h < h1; h += g.dilation_h)
@@ -101,8 +83,7 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
   const __m256i lane_s = _mm256_mullo_epi32(lane, _mm256_set1_epi32(static_cast<int32_t>(sw)));
   for (int64_t oh = 0; oh < OH; ++oh) {
     const int64_t hs = oh * sh - g.pad_h;  // input row of tap 0
-    const int64_t h0 = first_on_lattice(hs, dh, 0);
-    const int64_t h1 = std::min(hs + (g.kernel_h - 1) * dh + 1, H);
+    const auto [h0, h1] = window_taps(hs, g.kernel_h, dh, H);
     for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
       const int64_t b = std::min(ow0, last_block);
       // PyTorch's initial index: the first in-bounds tap of each window.
@@ -114,8 +95,7 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
         int32_t first[8];
         for (int l = 0; l < 8; ++l) {
           const int64_t ws = ws0 + l * sw;
-          const int64_t w0 = first_on_lattice(ws, dw, 0);
-          const int64_t w1 = std::min(ws + (g.kernel_w - 1) * dw + 1, W);
+          const auto [w0, w1] = window_taps(ws, g.kernel_w, dw, W);
           first[l] = h0 < h1 && w0 < w1 ? static_cast<int32_t>(h0 * W + w0) : -1;
         }
         at = _mm256_setr_epi32(first[0], first[1], first[2], first[3], first[4], first[5],

@@ -11,6 +11,7 @@
 #include "tensor/Half.h"
 #include "tensor/Parallel.h"
 #include "tensor/cpu/Bfloat16Runs.h"
+#include "tensor/cpu/PoolWindow.h"
 #include "tensor/cpu/Pooling.h"
 
 namespace loom {
@@ -24,31 +25,6 @@ constexpr int64_t kColumns = 256;
 // What a tap's values are compared in: float for bfloat16, else T.
 template <typename T>
 using Compare = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
-
-template <typename T>
-const Compare<T>* load(const T* p, int64_t n, Compare<T>* buf) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    widen_bfloat16(p, buf, n);
-    return buf;
-  } else {
-    return p;
-  }
-}
-
-template <typename T>
-void store(const Compare<T>* v, int64_t n, T* p) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    narrow_to_bfloat16(v, p, n);
-  } else {
-    std::copy(v, v + n, p);
-  }
-}
-
-// First index >= lo on the lattice start + k * step (k >= 0).
-int64_t first_on_lattice(int64_t start, int64_t step, int64_t lo) {
-  if (start >= lo) return start;
-  return start + (lo - start + step - 1) / step * step;
-}
 
 }  // namespace
 
@@ -64,14 +40,12 @@ void max_pool2d_forward_channels_last(const PoolGeometry& g, const T* input, T* 
     int64_t at[kColumns];
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t n = r / OH, oh = r % OH;
-      const int64_t hs = oh * g.stride_h - g.pad_h;
-      const int64_t h0 = first_on_lattice(hs, g.dilation_h, 0);
-      const int64_t h1 = std::min(hs + (g.kernel_h - 1) * g.dilation_h + 1, H);
+      const auto [h0, h1] =
+          window_taps(oh * g.stride_h - g.pad_h, g.kernel_h, g.dilation_h, H);
       const T* image = input + n * H * W * C;
       for (int64_t ow = 0; ow < OW; ++ow) {
-        const int64_t ws = ow * g.stride_w - g.pad_w;
-        const int64_t w0 = first_on_lattice(ws, g.dilation_w, 0);
-        const int64_t w1 = std::min(ws + (g.kernel_w - 1) * g.dilation_w + 1, W);
+        const auto [w0, w1] =
+            window_taps(ow * g.stride_w - g.pad_w, g.kernel_w, g.dilation_w, W);
         const int64_t first = h0 < h1 && w0 < w1 ? h0 * W + w0 : -1;  // -1: empty window
         const int64_t o = ((n * OH + oh) * OW + ow) * C;
         for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
@@ -80,16 +54,12 @@ void max_pool2d_forward_channels_last(const PoolGeometry& g, const T* input, T* 
           std::fill(at, at + len, first);
           for (int64_t h = h0; h < h1; h += g.dilation_h)
             for (int64_t w = w0; w < w1; w += g.dilation_w) {
-              const V* v = load(image + (h * W + w) * C + c0, len, buf);
+              const V* v = load_run<V>(image + (h * W + w) * C + c0, len, buf);
               const int64_t tap = h * W + w;
 #pragma omp simd
-              for (int64_t c = 0; c < len; ++c) {
-                const bool take = (v[c] > best[c]) | (v[c] != v[c]);
-                best[c] = take ? v[c] : best[c];
-                at[c] = take ? tap : at[c];
-              }
+              for (int64_t c = 0; c < len; ++c) take_max(v[c], tap, best[c], at[c]);
             }
-          store(best, len, out + o + c0);
+          store_run<V>(best, len, out + o + c0);
           std::copy(at, at + len, indices + o + c0);
         }
       }
@@ -123,7 +93,7 @@ void max_pool2d_backward_channels_last(const PoolGeometry& g, const T* grad_out,
           const int64_t from = ix[i * C + c];
           if (from >= 0 && from < HW) gi[from * C + c] += static_cast<V>(go[i * C + c]);
         }
-      if constexpr (!std::is_same_v<T, V>) store(gi, HW * C, grad_input + n * HW * C);
+      if constexpr (!std::is_same_v<T, V>) store_run<V>(gi, HW * C, grad_input + n * HW * C);
     }
   });
 }
