@@ -22,6 +22,15 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
                        const Tensor& weight, const Tensor& bias, bool training,
                        double momentum = 0.1, double eps = 1e-5);
 
+// relu(batch_norm(input, ...) + residual), the add and the ReLU in batch
+// norm's output pass where the device's kernels fuse them (the CPU's, for a
+// residual of input's dtype), with the same gradients: ResNet's block ending
+// "bn3, add the identity, ReLU".  residual must have input's shape.
+Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual,
+                           const Tensor& running_mean, const Tensor& running_var,
+                           const Tensor& weight, const Tensor& bias, bool training,
+                           double momentum = 0.1, double eps = 1e-5);
+
 // torch.nn.functional.layer_norm: normalises input (..., *normalized_shape)
 // over its trailing normalized_shape.size() dims, each slice to mean 0 and
 // biased variance 1 (+ eps), then y = x_hat * weight + bias with weight and

@@ -38,10 +38,9 @@ void BasicBlockImpl::reset() {
 }
 
 Tensor BasicBlockImpl::forward(const Tensor& x) {
-  Tensor out = bn1->forward_relu(conv1(x));
-  out = bn2(conv2(out));
-  Tensor identity = has_downsample ? downsample(x) : x;
-  return relu(out + identity);
+  const Tensor out = bn1->forward_relu(conv1(x));
+  const Tensor identity = has_downsample ? downsample(x) : x;
+  return bn2->forward_add_relu(conv2(out), identity);
 }
 
 // ---- Bottleneck ----------------------------------------------------------------
@@ -67,9 +66,8 @@ void BottleneckImpl::reset() {
 Tensor BottleneckImpl::forward(const Tensor& x) {
   Tensor out = bn1->forward_relu(conv1(x));
   out = bn2->forward_relu(conv2(out));
-  out = bn3(conv3(out));
-  Tensor identity = has_downsample ? downsample(x) : x;
-  return relu(out + identity);
+  const Tensor identity = has_downsample ? downsample(x) : x;
+  return bn3->forward_add_relu(conv3(out), identity);
 }
 
 // ---- ResNet --------------------------------------------------------------------

@@ -50,8 +50,17 @@ Tensor BatchNormBase::forward(const Tensor& input) { return run(input, false); }
 
 Tensor BatchNormBase::forward_relu(const Tensor& input) { return run(input, true); }
 
-Tensor BatchNormBase::run(const Tensor& input, bool relu) {
-  if (forward_to) return relu ? forward_to->forward(input).relu() : forward_to->forward(input);
+Tensor BatchNormBase::forward_add_relu(const Tensor& input, const Tensor& residual) {
+  LOOM_CHECK(residual.defined(), type_name(), ": forward_add_relu: the residual is undefined");
+  return run(input, true, residual);
+}
+
+Tensor BatchNormBase::run(const Tensor& input, bool relu, const Tensor& residual) {
+  if (forward_to) {
+    Tensor out = forward_to->forward(input);
+    if (residual.defined()) out = out + residual;
+    return relu ? out.relu() : out;
+  }
   LOOM_CHECK(input.defined(), type_name(), ": the input is undefined");
   bool rank_ok = false;
   for (int64_t d : expected_dims_) rank_ok = rank_ok || input.dim() == d;
@@ -75,6 +84,9 @@ Tensor BatchNormBase::run(const Tensor& input, bool relu) {
   }
   const Tensor rm = update || !use_batch_stats ? running_mean : Tensor();
   const Tensor rv = update || !use_batch_stats ? running_var : Tensor();
+  if (residual.defined())
+    return batch_norm_add_relu(input, residual, rm, rv, weight, bias, use_batch_stats, momentum,
+                               options.eps_);
   if (relu)
     return batch_norm_relu(input, rm, rv, weight, bias, use_batch_stats, momentum, options.eps_);
   return batch_norm(input, rm, rv, weight, bias, use_batch_stats, momentum, options.eps_);

@@ -32,6 +32,9 @@ class BatchNormBase : public Module {
   // relu(forward(input)), in one pass over the activations where the
   // kernels fuse it (batch_norm_relu): for models written "bn, then ReLU".
   Tensor forward_relu(const Tensor& input);
+  // relu(forward(input) + residual), in one pass where the kernels fuse it
+  // (batch_norm_add_relu): ResNet's "bn3, add the identity, ReLU".
+  Tensor forward_add_relu(const Tensor& input, const Tensor& residual);
   void pretty_print(std::ostream& out) const override;
   // Running statistics back to mean 0, variance 1, no batches seen.
   void reset_running_stats();
@@ -54,7 +57,7 @@ class BatchNormBase : public Module {
   void reset_parameters();
 
  private:
-  Tensor run(const Tensor& input, bool relu);
+  Tensor run(const Tensor& input, bool relu, const Tensor& residual = Tensor());
 
   std::vector<int64_t> expected_dims_;
 };

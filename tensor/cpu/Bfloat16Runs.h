@@ -1,5 +1,5 @@
 // Contiguous runs of bfloat16 widened to float32 and float32 rounded to
-// bfloat16, in loops the compiler vectorises (`omp simd` on the bits: GCC's
+// bfloat16 (and a gradient run loaded through a ReLU's mask), in loops the compiler vectorises (`omp simd` on the bits: GCC's
 // -O2 cost model leaves the element-by-element conversions of Half.h scalar,
 // 11x slower when narrowing).  The same bits as half_bits: round to nearest
 // even, NaN to 0xFFFF (PyTorch 1.13's CPU kernels); widening is exact.
@@ -38,6 +38,18 @@ inline void narrow_to_bfloat16(const float* src, BFloat16* dst, int64_t n) {
   }
 }
 
+// v rounded to bfloat16 as narrow_to_bfloat16 rounds it, widened back: what
+// a bfloat16 tensor would hold in between two fused steps.
+inline float round_through_bfloat16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  uint32_t r = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) r = 0xFFFF0000u;
+  float f;
+  std::memcpy(&f, &r, sizeof f);
+  return f;
+}
+
 // n values of a run of T as A, for kernels computing bfloat16 in float32
 // and float32/float64 as they are: p itself when T is A, else (T =
 // BFloat16, A = float) widened into buf.
@@ -61,6 +73,20 @@ void store_run(const A* v, int64_t n, T* p) {
     static_assert(std::is_same_v<T, BFloat16> && std::is_same_v<A, float>);
     narrow_to_bfloat16(v, p, n);
   }
+}
+
+// n values of a gradient run dy as A, through a ReLU's mask when y (the
+// ReLU's output, same layout) is given: dy where y > 0, else 0 (a NaN output
+// masks too, as ReLU's backward does).  Without y, load_run(dy).  The masked
+// values land in gbuf; ybuf holds y's widened values for bfloat16.
+template <typename A, typename T>
+const A* load_relu_grad(const T* dy, const T* y, int64_t n, A* gbuf, A* ybuf) {
+  const A* g = load_run<A>(dy, n, gbuf);
+  if (y == nullptr) return g;
+  const A* v = load_run<A>(y, n, ybuf);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) gbuf[i] = v[i] > A(0) ? g[i] : A(0);
+  return gbuf;
 }
 
 }  // namespace cpu

@@ -57,17 +57,54 @@ double run_dot_dev(const T* dy, const T* x, int64_t n, A mean) {
   return static_cast<double>(acc);
 }
 
-// The backward's two sums over a run: sum(dy) and sum(dy * (x - mean)).
+// The backward with a fused ReLU reads dy where the forward's output y > 0
+// and 0 elsewhere (ReLU's backward, NaN outputs masked too): the loops below
+// are those above with that mask, adding the same terms in the same order
+// (a masked term adds +0, as the separate ReLU backward's zero would).
 template <typename A, typename T>
-void run_grad_sums(const T* dy, const T* x, int64_t n, A mean, double& sum_dy,
+double run_masked_sum(const T* dy, const T* y, int64_t n) {
+  A acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += y[i] > T(0) ? static_cast<A>(dy[i]) : A(0);
+  return static_cast<double>(acc);
+}
+
+template <typename A, typename T>
+double run_masked_dot_dev(const T* dy, const T* y, const T* x, int64_t n, A mean) {
+  A acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i)
+    acc += (y[i] > T(0) ? static_cast<A>(dy[i]) : A(0)) * (static_cast<A>(x[i]) - mean);
+  return static_cast<double>(acc);
+}
+
+// The backward's two sums over a run: sum(dy) and sum(dy * (x - mean)), dy
+// masked by y when y is given.
+template <typename A, typename T>
+void run_grad_sums(const T* dy, const T* y, const T* x, int64_t n, A mean, double& sum_dy,
                    double& sum_dy_xmu) {
+  if (y != nullptr) {
+    sum_dy += run_masked_sum<A>(dy, y, n);
+    sum_dy_xmu += run_masked_dot_dev<A>(dy, y, x, n, mean);
+    return;
+  }
   sum_dy += run_sum<A>(dy, n);
   sum_dy_xmu += run_dot_dev<A>(dy, x, n, mean);
 }
 
-// y = a * x + b, then max(y, 0) with relu (NaN stays NaN, as ReLU's).
+// y = a * x + b, plus the residual r[i] when r is given, then max(y, 0)
+// with relu (NaN stays NaN, as ReLU's).  The same arithmetic as batch norm,
+// then an add, then a ReLU, each in A.
 template <typename A, typename T>
-void run_affine(const T* x, int64_t n, A a, A b, T* y, bool relu) {
+void run_affine(const T* x, const T* r, int64_t n, A a, A b, T* y, bool relu) {
+  if (r != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const A v = (static_cast<A>(x[i]) * a + b) + static_cast<A>(r[i]);
+      y[i] = static_cast<T>(relu && v < A(0) ? A(0) : v);
+    }
+    return;
+  }
   if (relu) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
@@ -80,9 +117,17 @@ void run_affine(const T* x, int64_t n, A a, A b, T* y, bool relu) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<A>(x[i]) * a + b);
 }
 
-// dx = a * dy + b * x + k over a run.
+// dx = a * dy + b * x + k over a run, dy masked by y when y is given.
 template <typename A, typename T>
-void run_dx(const T* dy, const T* x, int64_t n, A a, A b, A k, T* dx) {
+void run_dx(const T* dy, const T* y, const T* x, int64_t n, A a, A b, A k, T* dx) {
+  if (y != nullptr) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const A g = y[i] > T(0) ? static_cast<A>(dy[i]) : A(0);
+      dx[i] = static_cast<T>(a * g + b * static_cast<A>(x[i]) + k);
+    }
+    return;
+  }
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     dx[i] = static_cast<T>(a * static_cast<A>(dy[i]) + b * static_cast<A>(x[i]) + k);
@@ -118,40 +163,63 @@ double run_sq_dev(const BFloat16* x, int64_t n, float mean) {
 }
 
 // Both sums from one widening of each chunk (the same chunk sums as
-// run_sum and run_dot_dev would give).
+// run_sum and run_dot_dev would give), dy masked by y when y is given.
 template <typename A>
-void run_grad_sums(const BFloat16* dy, const BFloat16* x, int64_t n, float mean, double& sum_dy,
-                   double& sum_dy_xmu) {
-  float gbuf[kChunk], xbuf[kChunk];
+void run_grad_sums(const BFloat16* dy, const BFloat16* y, const BFloat16* x, int64_t n,
+                   float mean, double& sum_dy, double& sum_dy_xmu) {
+  float gbuf[kChunk], ybuf[kChunk], xbuf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
-    widen_bfloat16(dy + i, gbuf, len);
+    const float* g = load_relu_grad<float>(dy + i, y ? y + i : nullptr, len, gbuf, ybuf);
     widen_bfloat16(x + i, xbuf, len);
-    sum_dy += run_sum<float>(gbuf, len);
-    sum_dy_xmu += run_dot_dev<float>(gbuf, xbuf, len, mean);
+    sum_dy += run_sum<float>(g, len);
+    sum_dy_xmu += run_dot_dev<float>(g, xbuf, len, mean);
   }
 }
 
+// x of bfloat16 (xf: of float, already widened), r of bfloat16 or null.
+// With r, batch norm's value is rounded to bfloat16 before the add, as the
+// separate ops would round it: the same bits as batch norm, `+`, ReLU.
 template <typename A>
-void run_affine(const BFloat16* x, int64_t n, float a, float b, BFloat16* y, bool relu) {
-  float buf[kChunk];
+void run_affine(const float* xf, const BFloat16* r, int64_t n, float a, float b, BFloat16* y,
+                bool relu) {
+  float buf[kChunk], rbuf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
-    widen_bfloat16(x + i, buf, len);
-    run_affine<float>(buf, len, a, b, buf, relu);
+    if (r == nullptr) {
+      run_affine<float>(xf + i, static_cast<const float*>(nullptr), len, a, b, buf, relu);
+    } else {
+      widen_bfloat16(r + i, rbuf, len);
+#pragma omp simd
+      for (int64_t j = 0; j < len; ++j) {
+        const float v = round_through_bfloat16(xf[i + j] * a + b) + rbuf[j];
+        buf[j] = relu && v < 0.0f ? 0.0f : v;
+      }
+    }
     narrow_to_bfloat16(buf, y + i, len);
   }
 }
 
 template <typename A>
-void run_dx(const BFloat16* dy, const BFloat16* x, int64_t n, float a, float b, float k,
-            BFloat16* dx) {
-  float gbuf[kChunk], xbuf[kChunk];
+void run_affine(const BFloat16* x, const BFloat16* r, int64_t n, float a, float b, BFloat16* y,
+                bool relu) {
+  float buf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
-    widen_bfloat16(dy + i, gbuf, len);
+    widen_bfloat16(x + i, buf, len);
+    run_affine<A>(buf, r + (r != nullptr ? i : 0), len, a, b, y + i, relu);
+  }
+}
+
+template <typename A>
+void run_dx(const BFloat16* dy, const BFloat16* y, const BFloat16* x, int64_t n, float a,
+            float b, float k, BFloat16* dx) {
+  float gbuf[kChunk], ybuf[kChunk], xbuf[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    load_relu_grad<float>(dy + i, y ? y + i : nullptr, len, gbuf, ybuf);
     widen_bfloat16(x + i, xbuf, len);
-    run_dx<float>(gbuf, xbuf, len, a, b, k, gbuf);
+    run_dx<float>(gbuf, static_cast<const float*>(nullptr), xbuf, len, a, b, k, gbuf);
     narrow_to_bfloat16(gbuf, dx + i, len);
   }
 }
@@ -165,7 +233,7 @@ void run_dx(const BFloat16* dy, const BFloat16* x, int64_t n, float a, float b, 
 constexpr int64_t kChannelFloats = int64_t{1} << 16;  // 256 KiB
 
 float* channel_buffer(int k, int64_t n) {
-  static thread_local std::vector<float> buffers[2];
+  static thread_local std::vector<float> buffers[3];
   if (static_cast<int64_t>(buffers[k].size()) < n) buffers[k].resize(n);
   return buffers[k].data();
 }
@@ -217,7 +285,8 @@ std::pair<A, A> channel_affine(A m, double sq, double count, double eps, const A
 }
 
 // Statistics, mean/var/invstd and output of one cached bfloat16 channel.
-void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const float* weight,
+void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const BFloat16* r,
+                          const float* weight,
                           const float* bias, double eps, BFloat16* y, float* mean, float* var,
                           float* invstd, int64_t c) {
   const int64_t C = s.channels, S = s.spatial;
@@ -230,24 +299,27 @@ void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const floa
   double sq = 0;
   for (int64_t n = 0; n < s.batch; ++n) sq += chunked_sq_dev(xf + n * S, S, m);
   const auto [a, shift] = channel_affine<float>(m, sq, count, eps, weight, bias, c, mean, var, invstd);
-  run_affine<float>(xf, s.batch * S, a, shift, xf, s.relu);
-  for (int64_t n = 0; n < s.batch; ++n) narrow_to_bfloat16(xf + n * S, y + (n * C + c) * S, S);
+  for (int64_t n = 0; n < s.batch; ++n) {
+    const int64_t off = (n * C + c) * S;
+    run_affine<float>(xf + n * S, r != nullptr ? r + off : nullptr, S, a, shift, y + off, s.relu);
+  }
 }
 
 }  // namespace
 
 template <typename T, typename A>
-void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weight, const A* bias,
-                              double eps, T* y, A* mean, A* var, A* invstd) {
+void batch_norm_train_forward(const BatchNormShape& s, const T* x, const T* r, const A* weight,
+                              const A* bias, double eps, T* y, A* mean, A* var, A* invstd) {
   if (s.channels_last)
-    return batch_norm_train_forward_channels_last<T, A>(s, x, weight, bias, eps, y, mean, var,
+    return batch_norm_train_forward_channels_last<T, A>(s, x, r, weight, bias, eps, y, mean, var,
                                                         invstd);
+  if (!s.residual) r = nullptr;
   const int64_t C = s.channels, S = s.spatial;
   const double count = static_cast<double>(s.batch * S);
   for_channels(s, [&](int64_t c) {
     if constexpr (std::is_same_v<T, BFloat16>) {
       if (channel_fits(s))
-        return train_forward_cached(s, x, weight, bias, eps, y, mean, var, invstd, c);
+        return train_forward_cached(s, x, r, weight, bias, eps, y, mean, var, invstd, c);
     }
     double sum = 0;
     for (int64_t n = 0; n < s.batch; ++n) sum += run_sum<A>(x + (n * C + c) * S, S);
@@ -255,16 +327,19 @@ void batch_norm_train_forward(const BatchNormShape& s, const T* x, const A* weig
     double sq = 0;
     for (int64_t n = 0; n < s.batch; ++n) sq += run_sq_dev<A>(x + (n * C + c) * S, S, m);
     const auto [a, shift] = channel_affine<A>(m, sq, count, eps, weight, bias, c, mean, var, invstd);
-    for (int64_t n = 0; n < s.batch; ++n)
-      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S, s.relu);
+    for (int64_t n = 0; n < s.batch; ++n) {
+      const int64_t off = (n * C + c) * S;
+      run_affine<A>(x + off, r != nullptr ? r + off : nullptr, S, a, shift, y + off, s.relu);
+    }
   });
 }
 
 template <typename T, typename A>
-void batch_norm_apply(const BatchNormShape& s, const T* x, const A* mean, const A* invstd,
-                      const A* weight, const A* bias, T* y) {
+void batch_norm_apply(const BatchNormShape& s, const T* x, const T* r, const A* mean,
+                      const A* invstd, const A* weight, const A* bias, T* y) {
   if (s.channels_last)
-    return batch_norm_apply_channels_last<T, A>(s, x, mean, invstd, weight, bias, y);
+    return batch_norm_apply_channels_last<T, A>(s, x, r, mean, invstd, weight, bias, y);
+  if (!s.residual) r = nullptr;
   const int64_t C = s.channels, S = s.spatial;
   for_channels(s, [&](int64_t c) {
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
@@ -272,24 +347,28 @@ void batch_norm_apply(const BatchNormShape& s, const T* x, const A* mean, const 
     const double is = static_cast<double>(invstd[c]);
     const A a = static_cast<A>(w * is);
     const A shift = static_cast<A>(b - static_cast<double>(mean[c]) * w * is);
-    for (int64_t n = 0; n < s.batch; ++n)
-      run_affine<A>(x + (n * C + c) * S, S, a, shift, y + (n * C + c) * S, s.relu);
+    for (int64_t n = 0; n < s.batch; ++n) {
+      const int64_t off = (n * C + c) * S;
+      run_affine<A>(x + off, r != nullptr ? r + off : nullptr, S, a, shift, y + off, s.relu);
+    }
   });
 }
 
 template <typename T, typename A>
-void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x, const A* mean,
-                         const A* invstd, const A* weight, bool training, T* grad_input,
-                         A* grad_weight, A* grad_bias) {
+void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* y, const T* x,
+                         const A* mean, const A* invstd, const A* weight, bool training,
+                         T* grad_input, A* grad_weight, A* grad_bias) {
   if (s.channels_last)
-    return batch_norm_backward_channels_last<T, A>(s, grad_out, x, mean, invstd, weight, training,
-                                                   grad_input, grad_weight, grad_bias);
+    return batch_norm_backward_channels_last<T, A>(s, grad_out, y, x, mean, invstd, weight,
+                                                   training, grad_input, grad_weight, grad_bias);
+  if (!s.relu) y = nullptr;
   const int64_t C = s.channels, S = s.spatial;
   const double count = static_cast<double>(s.batch * S);
   for_channels(s, [&](int64_t c) {
     const A m = mean[c];
     double sum_dy = 0, sum_dy_xmu = 0;
-    // bfloat16 channels that fit are widened once (see kChannelFloats).
+    // bfloat16 channels that fit are widened once (see kChannelFloats), the
+    // gradient masked as it is widened.
     float* gf = nullptr;
     float* xf = nullptr;
     if constexpr (std::is_same_v<T, BFloat16>) {
@@ -298,6 +377,12 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x,
         xf = channel_buffer(1, s.batch * S);
         widen_channel(s, grad_out, c, gf);
         widen_channel(s, x, c, xf);
+        if (y != nullptr) {
+          float* yf = channel_buffer(2, s.batch * S);
+          widen_channel(s, y, c, yf);
+#pragma omp simd
+          for (int64_t i = 0; i < s.batch * S; ++i) gf[i] = yf[i] > 0.0f ? gf[i] : 0.0f;
+        }
       }
     }
     for (int64_t n = 0; n < s.batch; ++n) {
@@ -305,7 +390,8 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x,
       if (gf != nullptr)
         chunked_grad_sums(gf + n * S, xf + n * S, S, m, sum_dy, sum_dy_xmu);
       else
-        run_grad_sums<A>(grad_out + off, x + off, S, m, sum_dy, sum_dy_xmu);
+        run_grad_sums<A>(grad_out + off, y ? y + off : nullptr, x + off, S, m, sum_dy,
+                         sum_dy_xmu);
     }
     const double is = static_cast<double>(invstd[c]);
     if (grad_weight) grad_weight[c] = static_cast<A>(sum_dy_xmu * is);
@@ -322,7 +408,7 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x,
     const A ta = static_cast<A>(a), tb = static_cast<A>(b), tk = static_cast<A>(k);
     if constexpr (std::is_same_v<T, BFloat16>) {
       if (gf != nullptr) {
-        run_dx<float>(gf, xf, s.batch * S, ta, tb, tk, gf);
+        run_dx<float>(gf, static_cast<const float*>(nullptr), xf, s.batch * S, ta, tb, tk, gf);
         for (int64_t n = 0; n < s.batch; ++n)
           narrow_to_bfloat16(gf + n * S, grad_input + (n * C + c) * S, S);
         return;
@@ -330,36 +416,30 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* x,
     }
     for (int64_t n = 0; n < s.batch; ++n) {
       const int64_t off = (n * C + c) * S;
-      run_dx<A>(grad_out + off, x + off, S, ta, tb, tk, grad_input + off);
+      run_dx<A>(grad_out + off, y ? y + off : nullptr, x + off, S, ta, tb, tk, grad_input + off);
     }
   });
 }
 
-template void batch_norm_train_forward<float>(const BatchNormShape&, const float*, const float*,
-                                              const float*, double, float*, float*, float*,
-                                              float*);
-template void batch_norm_train_forward<double>(const BatchNormShape&, const double*,
-                                               const double*, const double*, double, double*,
-                                               double*, double*, double*);
-template void batch_norm_train_forward<BFloat16, float>(const BatchNormShape&, const BFloat16*,
-                                                        const float*, const float*, double,
-                                                        BFloat16*, float*, float*, float*);
-template void batch_norm_apply<float>(const BatchNormShape&, const float*, const float*,
-                                      const float*, const float*, const float*, float*);
-template void batch_norm_apply<double>(const BatchNormShape&, const double*, const double*,
-                                       const double*, const double*, const double*, double*);
-template void batch_norm_apply<BFloat16, float>(const BatchNormShape&, const BFloat16*,
-                                                const float*, const float*, const float*,
-                                                const float*, BFloat16*);
+#define LOOM_BN_FORWARD(T, A)                                                                  \
+  template void batch_norm_train_forward<T, A>(const BatchNormShape&, const T*, const T*,      \
+                                               const A*, const A*, double, T*, A*, A*, A*);    \
+  template void batch_norm_apply<T, A>(const BatchNormShape&, const T*, const T*, const A*,    \
+                                       const A*, const A*, const A*, T*);
+LOOM_BN_FORWARD(float, float)
+LOOM_BN_FORWARD(double, double)
+LOOM_BN_FORWARD(BFloat16, float)
+#undef LOOM_BN_FORWARD
 template void batch_norm_backward<float>(const BatchNormShape&, const float*, const float*,
-                                         const float*, const float*, const float*, bool, float*,
-                                         float*, float*);
+                                         const float*, const float*, const float*, const float*,
+                                         bool, float*, float*, float*);
 template void batch_norm_backward<double>(const BatchNormShape&, const double*, const double*,
-                                          const double*, const double*, const double*, bool,
-                                          double*, double*, double*);
+                                          const double*, const double*, const double*,
+                                          const double*, bool, double*, double*, double*);
 template void batch_norm_backward<BFloat16, float>(const BatchNormShape&, const BFloat16*,
-                                                   const BFloat16*, const float*, const float*,
-                                                   const float*, bool, BFloat16*, float*, float*);
+                                                   const BFloat16*, const BFloat16*, const float*,
+                                                   const float*, const float*, bool, BFloat16*,
+                                                   float*, float*);
 
 // ---- the dispatch slots (native/Normalization.h) ----------------------------------
 
@@ -372,16 +452,18 @@ const T* cptr(const Tensor& t) {
 
 // The slots' bodies for activations of T and statistics/parameters of A.
 template <typename T, typename A>
-void batch_norm_typed(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
+void batch_norm_typed(const BatchNormShape& s, const Tensor& x, const Tensor& residual,
+                      const Tensor& weight,
                       const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
                       bool training, double momentum, double eps, const Tensor& out,
                       const Tensor& save_mean, const Tensor& save_invstd) {
   const int64_t count = s.batch * s.spatial;
   A* mean = static_cast<A*>(save_mean.data_ptr());
   A* invstd = static_cast<A*>(save_invstd.data_ptr());
+  const T* r = s.residual ? cptr<T>(residual) : nullptr;
   if (training) {
     std::vector<A> var(s.channels);
-    batch_norm_train_forward<T, A>(s, cptr<T>(x), cptr<A>(weight), cptr<A>(bias), eps,
+    batch_norm_train_forward<T, A>(s, cptr<T>(x), r, cptr<A>(weight), cptr<A>(bias), eps,
                                    static_cast<T*>(out.data_ptr()), mean, var.data(), invstd);
     if (running_mean.defined()) {
       // running = (1 - momentum) * running + momentum * batch (variance unbiased).
@@ -406,37 +488,39 @@ void batch_norm_typed(const BatchNormShape& s, const Tensor& x, const Tensor& we
       mean[c] = pm[c];
       invstd[c] = static_cast<A>(1.0 / std::sqrt(static_cast<double>(pv[c]) + eps));
     }
-    batch_norm_apply<T, A>(s, cptr<T>(x), mean, invstd, cptr<A>(weight), cptr<A>(bias),
+    batch_norm_apply<T, A>(s, cptr<T>(x), r, mean, invstd, cptr<A>(weight), cptr<A>(bias),
                            static_cast<T*>(out.data_ptr()));
   }
 }
 
 // x and out of float32, float64 or bfloat16; the statistics and parameters
 // of x's dtype, float32 for bfloat16 (native::batch_norm sees to it).
-void batch_norm_kernel(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
-                       const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
-                       bool training, double momentum, double eps, const Tensor& out,
-                       const Tensor& save_mean, const Tensor& save_invstd) {
+void batch_norm_kernel(const BatchNormShape& s, const Tensor& x, const Tensor& residual,
+                       const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps,
+                       const Tensor& out, const Tensor& save_mean, const Tensor& save_invstd) {
   if (x.dtype() == kBFloat16)
-    return batch_norm_typed<BFloat16, float>(s, x, weight, bias, running_mean, running_var,
-                                             training, momentum, eps, out, save_mean,
+    return batch_norm_typed<BFloat16, float>(s, x, residual, weight, bias, running_mean,
+                                             running_var, training, momentum, eps, out, save_mean,
                                              save_invstd);
   dispatch_floating(x.dtype(), "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    batch_norm_typed<T, T>(s, x, weight, bias, running_mean, running_var, training, momentum, eps,
-                           out, save_mean, save_invstd);
+    batch_norm_typed<T, T>(s, x, residual, weight, bias, running_mean, running_var, training,
+                           momentum, eps, out, save_mean, save_invstd);
   });
 }
 
 template <typename T, typename A>
 void batch_norm_backward_typed(const BatchNormShape& s, const Tensor& grad_output,
-                               const Tensor& x, const Tensor& weight, const Tensor& save_mean,
+                               const Tensor& y, const Tensor& x, const Tensor& weight,
+                               const Tensor& save_mean,
                                const Tensor& save_invstd, bool training, const Tensor& grad_input,
                                const Tensor& grad_weight, const Tensor& grad_bias) {
   auto out = [](const Tensor& t, auto* type) {
     return t.defined() ? static_cast<decltype(type)>(t.data_ptr()) : nullptr;
   };
-  batch_norm_backward<T, A>(s, cptr<T>(grad_output), cptr<T>(x), cptr<A>(save_mean),
+  batch_norm_backward<T, A>(s, cptr<T>(grad_output), s.relu ? cptr<T>(y) : nullptr, cptr<T>(x),
+                            cptr<A>(save_mean),
                             cptr<A>(save_invstd), cptr<A>(weight), training,
                             out(grad_input, static_cast<T*>(nullptr)),
                             out(grad_weight, static_cast<A*>(nullptr)),
@@ -444,25 +528,27 @@ void batch_norm_backward_typed(const BatchNormShape& s, const Tensor& grad_outpu
 }
 
 void batch_norm_backward_kernel(const BatchNormShape& s, const Tensor& grad_output,
-                                const Tensor& x, const Tensor& weight, const Tensor& save_mean,
-                                const Tensor& save_invstd, bool training, const Tensor& grad_input,
-                                const Tensor& grad_weight, const Tensor& grad_bias) {
+                                const Tensor& y, const Tensor& x, const Tensor& weight,
+                                const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                                const Tensor& grad_input, const Tensor& grad_weight,
+                                const Tensor& grad_bias) {
   if (x.dtype() == kBFloat16)
-    return batch_norm_backward_typed<BFloat16, float>(s, grad_output, x, weight, save_mean,
+    return batch_norm_backward_typed<BFloat16, float>(s, grad_output, y, x, weight, save_mean,
                                                       save_invstd, training, grad_input,
                                                       grad_weight, grad_bias);
   dispatch_floating(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    batch_norm_backward_typed<T, T>(s, grad_output, x, weight, save_mean, save_invstd, training,
-                                    grad_input, grad_weight, grad_bias);
+    batch_norm_backward_typed<T, T>(s, grad_output, y, x, weight, save_mean, save_invstd,
+                                    training, grad_input, grad_weight, grad_bias);
   });
 }
 
 // bfloat16 batch norm runs as it is (float32 statistics and arithmetic).
 bool batch_norm_takes_kernel(DType dtype) { return dtype == kBFloat16; }
 
-// Every kernel here applies BatchNormShape::relu in the pass that writes the
-// output.
+// Every kernel here applies BatchNormShape::relu (and the residual before
+// it): the forward in the pass that writes the output, the backward as it
+// reads the output gradient.
 bool batch_norm_fuses_relu_kernel(DType) { return true; }
 
 // Channels-last inputs of every dtype the kernels take run as they are.

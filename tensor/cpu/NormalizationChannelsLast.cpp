@@ -64,19 +64,31 @@ std::vector<double> channel_sums(const BatchNormShape& s, const Term& term) {
   return sums;
 }
 
-// y = a[c] * x + shift[c] over every row, then max(y, 0) with s.relu (NaN
-// stays NaN, as ReLU's).
+// y = a[c] * x + shift[c] over every row, plus the residual with
+// s.residual, then max(y, 0) with s.relu (NaN stays NaN, as ReLU's).
 template <typename T, typename A>
-void affine_rows(const BatchNormShape& s, const T* x, const A* a, const A* shift, T* y) {
+void affine_rows(const BatchNormShape& s, const T* x, const T* residual, const A* a,
+                 const A* shift, T* y) {
   const int64_t C = s.channels;
   for_blocks(s, [&](int64_t, int64_t r0, int64_t r1) {
-    A in[kColumns], out[kColumns];
+    A in[kColumns], res[kColumns], out[kColumns];
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
         const int64_t n = std::min(kColumns, C - c0);
         const A* v = load_run<A>(x + r * C + c0, n, in);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c) out[c] = v[c] * a[c0 + c] + shift[c0 + c];
+        if (s.residual) {
+          // Batch norm's value as its tensor would hold it, then the add
+          // (the same bits as the separate ops).
+          if constexpr (std::is_same_v<T, BFloat16>) {
+#pragma omp simd
+            for (int64_t c = 0; c < n; ++c) out[c] = round_through_bfloat16(out[c]);
+          }
+          const A* add = load_run<A>(residual + r * C + c0, n, res);
+#pragma omp simd
+          for (int64_t c = 0; c < n; ++c) out[c] += add[c];
+        }
         if (s.relu) {
 #pragma omp simd
           for (int64_t c = 0; c < n; ++c) out[c] = out[c] < A(0) ? A(0) : out[c];
@@ -89,9 +101,9 @@ void affine_rows(const BatchNormShape& s, const T* x, const A* a, const A* shift
 }  // namespace
 
 template <typename T, typename A>
-void batch_norm_train_forward_channels_last(const BatchNormShape& s, const T* x, const A* weight,
-                                            const A* bias, double eps, T* y, A* mean, A* var,
-                                            A* invstd) {
+void batch_norm_train_forward_channels_last(const BatchNormShape& s, const T* x,
+                                            const T* residual, const A* weight, const A* bias,
+                                            double eps, T* y, A* mean, A* var, A* invstd) {
   const int64_t C = s.channels;
   const double count = static_cast<double>(rows_of(s));
   // One pass for both statistics: sums of d = x - k and d * d, shifted by
@@ -136,12 +148,13 @@ void batch_norm_train_forward_channels_last(const BatchNormShape& s, const T* x,
     a[c] = static_cast<A>(w * is);
     shift[c] = static_cast<A>(b - static_cast<double>(m[c]) * w * is);
   }
-  affine_rows<T, A>(s, x, a.data(), shift.data(), y);
+  affine_rows<T, A>(s, x, residual, a.data(), shift.data(), y);
 }
 
 template <typename T, typename A>
-void batch_norm_apply_channels_last(const BatchNormShape& s, const T* x, const A* mean,
-                                    const A* invstd, const A* weight, const A* bias, T* y) {
+void batch_norm_apply_channels_last(const BatchNormShape& s, const T* x, const T* residual,
+                                    const A* mean, const A* invstd, const A* weight,
+                                    const A* bias, T* y) {
   const int64_t C = s.channels;
   std::vector<A> a(C), shift(C);
   for (int64_t c = 0; c < C; ++c) {
@@ -151,21 +164,26 @@ void batch_norm_apply_channels_last(const BatchNormShape& s, const T* x, const A
     a[c] = static_cast<A>(w * is);
     shift[c] = static_cast<A>(b - static_cast<double>(mean[c]) * w * is);
   }
-  affine_rows<T, A>(s, x, a.data(), shift.data(), y);
+  affine_rows<T, A>(s, x, residual, a.data(), shift.data(), y);
 }
 
 template <typename T, typename A>
-void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_out, const T* x,
-                                       const A* mean, const A* invstd, const A* weight,
-                                       bool training, T* grad_input, A* grad_weight,
-                                       A* grad_bias) {
+void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_out, const T* y,
+                                       const T* x, const A* mean, const A* invstd,
+                                       const A* weight, bool training, T* grad_input,
+                                       A* grad_weight, A* grad_bias) {
   const int64_t C = s.channels;
+  if (!s.relu) y = nullptr;
+  // Row r's gradient through the fused ReLU's mask (when y is given).
+  auto grad_row = [&](int64_t r, int64_t c0, int64_t n, A* gbuf, A* ybuf) {
+    return load_relu_grad<A>(grad_out + r * C + c0, y ? y + r * C + c0 : nullptr, n, gbuf, ybuf);
+  };
   const double count = static_cast<double>(rows_of(s));
   // sums[c]: sum(dy); sums[C + c]: sum(dy * (x - mean)).
   const std::vector<double> sums =
       channel_sums<A, 2>(s, [&](int64_t r, int64_t c0, int64_t n, A (*acc)[kColumns]) {
-        A gbuf[kColumns], xbuf[kColumns];
-        const A* g = load_run<A>(grad_out + r * C + c0, n, gbuf);
+        A gbuf[kColumns], ybuf[kColumns], xbuf[kColumns];
+        const A* g = grad_row(r, c0, n, gbuf, ybuf);
         const A* v = load_run<A>(x + r * C + c0, n, xbuf);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c) {
@@ -192,11 +210,11 @@ void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_ou
   }
   if (!grad_input) return;
   for_blocks(s, [&](int64_t, int64_t r0, int64_t r1) {
-    A gbuf[kColumns], xbuf[kColumns], out[kColumns];
+    A gbuf[kColumns], ybuf[kColumns], xbuf[kColumns], out[kColumns];
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c0 = 0; c0 < C; c0 += kColumns) {
         const int64_t n = std::min(kColumns, C - c0);
-        const A* g = load_run<A>(grad_out + r * C + c0, n, gbuf);
+        const A* g = grad_row(r, c0, n, gbuf, ybuf);
         const A* v = load_run<A>(x + r * C + c0, n, xbuf);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c)
@@ -208,13 +226,13 @@ void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_ou
 
 #define LOOM_BN_CHANNELS_LAST(T, A)                                                            \
   template void batch_norm_train_forward_channels_last<T, A>(                                  \
-      const BatchNormShape&, const T*, const A*, const A*, double, T*, A*, A*, A*);            \
+      const BatchNormShape&, const T*, const T*, const A*, const A*, double, T*, A*, A*, A*);  \
   template void batch_norm_apply_channels_last<T, A>(const BatchNormShape&, const T*,          \
-                                                     const A*, const A*, const A*, const A*,   \
-                                                     T*);                                      \
+                                                     const T*, const A*, const A*, const A*,   \
+                                                     const A*, T*);                            \
   template void batch_norm_backward_channels_last<T, A>(const BatchNormShape&, const T*,       \
-                                                        const T*, const A*, const A*,          \
-                                                        const A*, bool, T*, A*, A*);
+                                                        const T*, const T*, const A*,          \
+                                                        const A*, const A*, bool, T*, A*, A*);
 LOOM_BN_CHANNELS_LAST(float, float)
 LOOM_BN_CHANNELS_LAST(double, double)
 LOOM_BN_CHANNELS_LAST(BFloat16, float)

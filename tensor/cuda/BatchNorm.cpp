@@ -30,11 +30,14 @@ void check_stat(const Tensor& x, const Tensor& t, const char* name) {
 
 }  // namespace
 
-void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x, const Tensor& weight,
-                       const Tensor& bias,
+// s.relu and s.residual never come: no batch_norm_fuses_relu answer here.
+void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x,
+                       const Tensor& /*residual*/, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training,
                        double momentum, double eps, const Tensor& out, const Tensor& save_mean,
                        const Tensor& save_invstd) {
+  LOOM_CHECK(!s.relu && !s.residual,
+             "batch_norm: the CUDA kernels do not fuse the ReLU or the residual add");
   const int device = x.device().index;
   // a and shift of y = x * a + shift per channel, then the tiles' partial sums
   const Tensor scratch = empty({batch_norm_scratch_doubles(s, false, device)},
@@ -59,11 +62,13 @@ void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x, const T
   }
 }
 
+// y (a fused ReLU's output) never comes either: the native op masks first.
 void batch_norm_backward_kernel(const native::BatchNormShape& s, const Tensor& grad_output,
-                                const Tensor& x, const Tensor& weight,
+                                const Tensor& /*y*/, const Tensor& x, const Tensor& weight,
                                 const Tensor& save_mean, const Tensor& save_invstd, bool training,
                                 const Tensor& grad_input, const Tensor& grad_weight,
                                 const Tensor& grad_bias) {
+  LOOM_CHECK(!s.relu, "batch_norm_backward: the CUDA kernels do not fuse the ReLU's mask");
   check_stat(x, save_mean, "save_mean");
   check_stat(x, save_invstd, "save_invstd");
   const int device = x.device().index;

@@ -16,6 +16,9 @@ struct BatchNormShape {
   int64_t batch = 0, channels = 0, spatial = 1;
   bool channels_last = false;
   bool relu = false;  // the output is max(batch_norm(x), 0): batch norm and a ReLU fused
+  // A residual (laid out as x) is added to batch_norm(x), before the ReLU:
+  // ResNet's relu(bn(conv(x)) + identity) in one pass.
+  bool residual = false;
 };
 
 }  // namespace native

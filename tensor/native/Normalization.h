@@ -16,19 +16,27 @@ namespace native {
 // running ones), for batch_norm_backward.  When training and running stats
 // are given they are updated in place (unbiased variance, momentum) and their
 // versions bumped.  weight, bias, running_mean, running_var may be undefined
-// (eval needs the running stats).  With relu, the output is max(output, 0)
-// (in the same pass where the device's kernels fuse it, else in place after).
+// (eval needs the running stats).  A defined residual (input's shape) is
+// added to the output, and with relu the output is then max(output, 0)
+// (both in the pass that writes it where the device's kernels fuse them,
+// else as separate ops after: the residual's dtype may differ then, and the
+// sum is promoted as `+` promotes).
 std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor& weight,
                                               const Tensor& bias, bool training, double momentum,
-                                              double eps, bool relu = false);
+                                              double eps, bool relu = false,
+                                              const Tensor& residual = Tensor());
 
 // Gradients for grad_output; each only when its flag is set.  grad_weight and
-// grad_bias are (C) even when weight is undefined.
+// grad_bias are (C) even when weight is undefined.  relu_output: for
+// batch_norm(..., relu = true), its output; grad_output then goes through the
+// ReLU's mask first (kept where relu_output > 0, else 0), in the kernels'
+// passes where the device fuses the ReLU, else as a separate step.
 void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                          const Tensor& save_mean, const Tensor& save_invstd, bool training,
                          bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
-                         Tensor& grad_weight, Tensor& grad_bias);
+                         Tensor& grad_weight, Tensor& grad_bias,
+                         const Tensor& relu_output = Tensor());
 
 // ---- kernels (one slot per device type) -----------------------------------------
 // x contiguous (N, C, S) as `s` says, per-channel (C) tensors contiguous
@@ -37,17 +45,20 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
 // running_mean/var are defined they become (1 - momentum) * running +
 // momentum * batch (variance unbiased by count / (count - 1)) and their
 // versions are bumped.  Otherwise the running statistics (required) are used
-// and saved.  Then out = (x - mean) * invstd * weight + bias, and with s.relu
-// max(that, 0).
-using BatchNormKernel = void (*)(const BatchNormShape& s, const Tensor& x, const Tensor& weight,
+// and saved.  Then out = (x - mean) * invstd * weight + bias, plus residual
+// (x's dtype and layout) with s.residual, and with s.relu max(that, 0).
+using BatchNormKernel = void (*)(const BatchNormShape& s, const Tensor& x,
+                                 const Tensor& residual, const Tensor& weight,
                                  const Tensor& bias, const Tensor& running_mean,
                                  const Tensor& running_var, bool training, double momentum,
                                  double eps, const Tensor& out, const Tensor& save_mean,
                                  const Tensor& save_invstd);
 // Gradients with the statistics of the forward; undefined outputs are not
 // wanted (grad_weight/grad_bias are computed even when weight is undefined).
+// With s.relu, grad_output is first masked by the fused forward's output y
+// (laid out as x): dy where y > 0, else 0.  y is undefined otherwise.
 using BatchNormBackwardKernel = void (*)(const BatchNormShape& s, const Tensor& grad_output,
-                                         const Tensor& x, const Tensor& weight,
+                                         const Tensor& y, const Tensor& x, const Tensor& weight,
                                          const Tensor& save_mean, const Tensor& save_invstd,
                                          bool training, const Tensor& grad_input,
                                          const Tensor& grad_weight, const Tensor& grad_bias);
@@ -56,8 +67,10 @@ using BatchNormBackwardKernel = void (*)(const BatchNormShape& s, const Tensor& 
 // statistics and parameters beside it) as it is; else the native ops compute
 // in float32 and round once.
 using BatchNormTakesKernel = bool (*)(DType dtype);
-// Whether the kernels apply s.relu (a ReLU on the output, in the pass that
-// writes it) for inputs of dtype; else the native op applies it after them.
+// Whether the kernels apply s.relu and s.residual for inputs of dtype: the
+// forward the residual add and a ReLU on the output in the pass that writes
+// it, the backward the ReLU's mask on the output gradient in the passes that
+// read it; else the native ops apply them around the kernels.
 using BatchNormFusesReluKernel = bool (*)(DType dtype);
 // Whether the kernels take a 4-D channels-last input of dtype as it is
 // (BatchNormShape::channels_last); else the native ops give them an NCHW

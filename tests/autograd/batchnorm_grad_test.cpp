@@ -64,6 +64,24 @@ TEST(BatchNormGrad, FusedRelu) {
     }
 }
 
+TEST(BatchNormGrad, FusedAddRelu) {
+  const Tensor scale = random_leaf({3, 2, 3, 2}, 21).detach();
+  for (bool channels_last : {false, true})
+    for (bool training : {true, false}) {
+      EXPECT_TRUE(GradOk(
+          [&](const Inputs& x) {
+            const Tensor rm = tensor<double>({0.1, -0.3}), rv = tensor<double>({0.8, 1.7});
+            const MemoryFormat format = channels_last_if(channels_last);
+            return batch_norm_add_relu(x[0].contiguous(format), x[3].contiguous(format),
+                                       rm.clone(), rv.clone(), x[1], x[2], training, 0.1, 1e-5) *
+                   scale;
+          },
+          {random_leaf({3, 2, 3, 2}, 22), random_leaf({2}, 23), random_leaf({2}, 24),
+           random_leaf({3, 2, 3, 2}, 25)}))
+          << (channels_last ? "channels last " : "") << (training ? "training" : "eval");
+    }
+}
+
 TEST(BatchNormGrad, Eval) {
   const Tensor rm = tensor<double>({0.1, -0.3}), rv = tensor<double>({0.8, 1.7});
   EXPECT_TRUE(GradOk(

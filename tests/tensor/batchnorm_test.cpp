@@ -2,6 +2,8 @@
 // values were computed with PyTorch 1.13 (F.batch_norm) on the same inputs.
 #include <cmath>
 
+#include "tensor/native/Normalization.h"
+#include "tensor/native/Unary.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -114,6 +116,135 @@ TEST(BatchNorm, FusedReluIsReluOfBatchNorm) {
   EXPECT_TRUE(std::isnan(v[3]));
   EXPECT_EQ(v[0], 0.0);  // -0.5 normalised, then ReLU
   EXPECT_GT(v[2], 0.0);
+}
+
+// The backward of batch_norm_relu masks the output gradient inside batch
+// norm's passes: the same bits as ReLU's backward first, then batch norm's,
+// for every dtype and layout the kernels take, training and eval, for a
+// small input and one whose channels are too long for the bfloat16 kernels'
+// one-read cache; a NaN output masks its gradient as ReLU's backward does.
+TEST(BatchNorm, FusedReluBackwardIsBatchNormBackwardOfTheMaskedGradient) {
+  for (IntList shape : {IntList{2, 3, 5, 4}, IntList{2, 2, 190, 200}})
+    for (DType dtype : {kFloat64, kFloat32, kBFloat16})
+      for (bool channels_last : {false, true})
+        for (bool training : {true, false}) {
+          int64_t n = 1;
+          for (int64_t d : shape) n *= d;
+          const MemoryFormat format = channels_last_if(channels_last);
+          const DType stats = dtype == kBFloat16 ? kFloat32 : dtype;
+          const int64_t C = shape[1];
+          const Tensor x = pat(n, 7, 31, shape, dtype).contiguous(format);
+          const Tensor go = pat(n, 5, 23, shape, dtype).contiguous(format);
+          const Tensor w = pat(C, 3, 7, {C}, stats) + 1.0, b = pat(C, 2, 5, {C}, stats);
+          Tensor rm = zeros({C}, stats), rv = ones({C}, stats);
+          const auto stats_of = native::batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5, true);
+          const Tensor& mean = std::get<1>(stats_of);
+          const Tensor& invstd = std::get<2>(stats_of);
+          // A ReLU output: zeros, positives, and a NaN (masks like a zero).
+          Tensor y = (x * 3.0).relu().contiguous(format);
+          if (dtype == kFloat32) static_cast<float*>(y.data_ptr())[1] = std::nanf("");
+          if (dtype == kFloat64) static_cast<double*>(y.data_ptr())[1] = std::nan("");
+          if (dtype == kBFloat16) static_cast<uint16_t*>(y.data_ptr())[1] = 0x7FC0;
+          const Tensor masked = native::unary_backward(
+              native::unary_op<optable::Relu>(), go, y, {});
+          Tensor gi1, gw1, gb1, gi2, gw2, gb2;
+          native::batch_norm_backward(go, x, w, mean, invstd, training, true, true, true, gi1, gw1,
+                                      gb1, y);
+          native::batch_norm_backward(masked, x, w, mean, invstd, training, true, true, true, gi2,
+                                      gw2, gb2);
+          const std::string what = shape_str(shape) + " " + dtype_name(dtype) +
+                                   (channels_last ? " channels last" : "") +
+                                   (training ? " train" : " eval");
+          EXPECT_EQ(gi1.strides(), gi2.strides()) << what;
+          EXPECT_TRUE(AllClose(gi1, gi2, 0, 0)) << what;
+          EXPECT_TRUE(AllClose(gw1, gw2, 0, 0)) << what;
+          EXPECT_TRUE(AllClose(gb1, gb2, 0, 0)) << what;
+        }
+}
+
+// Through autograd: batch_norm_relu's gradients are relu(batch_norm(...))'s.
+TEST(BatchNorm, FusedReluGradientsAreThoseOfReluAfterBatchNorm) {
+  for (DType dtype : {kFloat32, kBFloat16})
+    for (bool channels_last : {false, true}) {
+      const MemoryFormat format = channels_last_if(channels_last);
+      const DType stats = dtype == kBFloat16 ? kFloat32 : dtype;
+      const Tensor x0 = pat(4 * 6 * 7 * 5, 7, 31, {4, 6, 7, 5}, dtype).contiguous(format);
+      const Tensor go = pat(4 * 6 * 7 * 5, 5, 23, {4, 6, 7, 5}, dtype).contiguous(format);
+      std::vector<Tensor> grads[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        const Tensor x = x0.clone().requires_grad_();
+        const Tensor w = (pat(6, 3, 7, {6}, stats) + 1.0).requires_grad_();
+        const Tensor b = pat(6, 2, 5, {6}, stats).requires_grad_();
+        const Tensor y = fused ? batch_norm_relu(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5)
+                               : batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5).relu();
+        y.backward(go);
+        grads[fused] = {x.grad(), w.grad(), b.grad()};
+      }
+      for (int i = 0; i < 3; ++i)
+        EXPECT_TRUE(AllClose(grads[1][i], grads[0][i], 0, 0))
+            << dtype_name(dtype) << (channels_last ? " channels last" : "") << " gradient " << i;
+    }
+}
+
+// batch_norm_add_relu adds the residual and applies the ReLU in batch
+// norm's output pass: the same bits as relu(batch_norm(...) + residual)
+// (bfloat16 rounded between the two as the separate ops round), running
+// statistics included, both layouts, training and eval; the same gradients,
+// the residual's included.
+TEST(BatchNorm, FusedAddReluIsReluOfBatchNormPlusResidual) {
+  for (IntList shape : {IntList{2, 3, 5, 4}, IntList{2, 2, 190, 200}})
+    for (DType dtype : {kFloat64, kFloat32, kBFloat16})
+      for (bool channels_last : {false, true})
+        for (bool training : {true, false}) {
+          int64_t n = 1;
+          for (int64_t d : shape) n *= d;
+          const MemoryFormat format = channels_last_if(channels_last);
+          const DType stats = dtype == kBFloat16 ? kFloat32 : dtype;
+          const int64_t C = shape[1];
+          const Tensor x0 = pat(n, 7, 31, shape, dtype).contiguous(format);
+          const Tensor r0 = pat(n, 5, 23, shape, dtype).contiguous(format);
+          const Tensor go = pat(n, 3, 19, shape, dtype).contiguous(format);
+          Tensor outs[2], rms[2];
+          std::vector<Tensor> grads[2];
+          for (int fused = 0; fused < 2; ++fused) {
+            const Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_();
+            const Tensor w = (pat(C, 3, 7, {C}, stats) + 1.0).requires_grad_();
+            const Tensor b = pat(C, 2, 5, {C}, stats).requires_grad_();
+            Tensor rm = tensor<double>(std::vector<double>(C, 0.1)).to(stats);
+            Tensor rv = ones({C}, stats);
+            outs[fused] = fused ? batch_norm_add_relu(x, r, rm, rv, w, b, training, 0.1, 1e-5)
+                                : (batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5) + r).relu();
+            outs[fused].backward(go);
+            rms[fused] = rm;
+            grads[fused] = {x.grad(), r.grad(), w.grad(), b.grad()};
+          }
+          const std::string what = shape_str(shape) + " " + dtype_name(dtype) +
+                                   (channels_last ? " channels last" : "") +
+                                   (training ? " train" : " eval");
+          EXPECT_EQ(outs[1].dtype(), dtype) << what;
+          EXPECT_EQ(outs[1].strides(), outs[0].strides()) << what;
+          EXPECT_TRUE(AllClose(rms[1], rms[0], 0, 0)) << what;
+          EXPECT_TRUE(AllClose(outs[1], outs[0], 0, 0)) << what;
+          for (int i = 0; i < 4; ++i)
+            EXPECT_TRUE(AllClose(grads[1][i], grads[0][i], 0, 0)) << what << " gradient " << i;
+        }
+}
+
+// A residual the kernels cannot add in their pass (another dtype) goes
+// through batch norm, `+` (promoting) and ReLU; a residual of another shape
+// is an error.
+TEST(BatchNorm, FusedAddReluFallsBackAndChecksTheResidual) {
+  const Tensor x = pat(2 * 3 * 4 * 4, 7, 31, {2, 3, 4, 4}, kBFloat16);
+  const Tensor r = pat(2 * 3 * 4 * 4, 5, 23, {2, 3, 4, 4}, kFloat32);
+  const Tensor y = batch_norm_add_relu(x, r, Tensor(), Tensor(), Tensor(), Tensor(), true);
+  const Tensor expected = (batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true) + r).relu();
+  EXPECT_EQ(y.dtype(), kFloat32);
+  EXPECT_TRUE(AllClose(y, expected, 0, 0));
+  EXPECT_LOOM_ERROR(batch_norm_add_relu(x, zeros({2, 3, 4}, kBFloat16), Tensor(), Tensor(),
+                                        Tensor(), Tensor(), true),
+                    "batch_norm", "residual", "[2, 3, 4, 4]", "[2, 3, 4]");
+  EXPECT_LOOM_ERROR(batch_norm_add_relu(x, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true),
+                    "batch_norm_add_relu", "residual");
 }
 
 TEST(BatchNorm, Errors) {
