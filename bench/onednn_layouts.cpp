@@ -7,8 +7,10 @@
 //                  (only the weights reordered);
 //   blocked-only   its blocked layouts with no reorder at all (the bound for
 //                  activations kept blocked between ops);
-// and "best of" the first two per pass (what loom's timed layout choice,
-// tensor/cpu/OneDnnConvolution.cpp, aims at).
+//   matmul         for 1x1 stride-1 shapes, each pass as one matrix product
+//                  on the NHWC buffers (oneDNN's matmul);
+// and "best of" the others but blocked-only per pass (what loom's timed
+// layout choice, tensor/cpu/OneDnnConvolution.cpp, aims at).
 //   bazel run -c opt //bench:onednn_layouts -- [resnet50|resnet18] [bf16|f32] [reps]
 // Uses oneDNN directly (not loom), on OMP_NUM_THREADS threads.
 #include <algorithm>
@@ -156,6 +158,31 @@ Times time_shape(const Shape& sh, long n, dt type, tag activations, bool reorder
   return t;
 }
 
+// A 1x1 stride-1 convolution's passes as matrix products on NHWC buffers
+// (M = n * h * w rows; OIHW weights as the O x C matrix W): out = in x W^T,
+// din = dout x W, dW = dout^T x in.
+Times time_matmul(const Shape& sh, long n, dt type, int reps) {
+  const long M = n * sh.h * sh.h, C = sh.c, O = sh.o;
+  auto mat = [&](long rows, long cols, long row_stride, long col_stride) {
+    return dnnl::memory::desc({rows, cols}, type, dnnl::memory::dims{row_stride, col_stride});
+  };
+  dnnl::stream s(eng());
+  auto time_mm = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                     const dnnl::memory::desc& c) {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng());
+    dnnl::memory am(a, eng()), bm(b, eng()), cm(c, eng());
+    dnnl::matmul prim(pd);
+    return best_ms(s, reps, [&] {
+      prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    });
+  };
+  Times t;
+  t.f = time_mm(mat(M, C, C, 1), mat(C, O, 1, C), mat(M, O, O, 1));
+  t.d = time_mm(mat(M, O, O, 1), mat(O, C, C, 1), mat(M, C, C, 1));
+  t.w = time_mm(mat(O, M, 1, O), mat(M, C, C, 1), mat(O, C, C, 1));
+  return t;
+}
+
 std::vector<Shape> resnet50() {  // batch 16, 224x224
   return {{3, 224, 64, 7, 2, 3, 1, true},      {64, 56, 64, 1, 1, 0, 1, false},
           {64, 56, 64, 3, 1, 1, 3, false},     {64, 56, 256, 1, 1, 0, 4, false},
@@ -201,21 +228,30 @@ int main(int argc, char** argv) {
   const long n = r50 ? 16 : 32;
   std::printf("%s %s batch %ld, ms per pass (forward / input grad / weight grad)\n",
               model.c_str(), type_name.c_str(), n);
-  std::printf("%-24s %4s %22s %22s %22s\n", "C,HW->O,k,s", "uses", "nchw+reorders", "nhwc",
-              "blocked-only");
-  Times sum_nchw, sum_nhwc, sum_blocked, sum_best;
+  std::printf("%-24s %4s %22s %22s %22s %22s\n", "C,HW->O,k,s", "uses", "nchw+reorders", "nhwc",
+              "blocked-only", "matmul");
+  Times sum_nchw, sum_nhwc, sum_blocked, sum_best, sum_best3;
   for (const Shape& sh : r50 ? resnet50() : resnet18()) {
     try {
       const Times a = time_shape(sh, n, type, tag::nchw, true, reps);
       const Times b = time_shape(sh, n, type, tag::nhwc, true, reps);
       const Times c = time_shape(sh, n, type, tag::nchw, false, reps);
-      std::printf("%5ld,%4ld->%5ld,%ldx%ld,s%ld %4ld %6.2f %6.2f %6.2f  %6.2f %6.2f %6.2f  %6.2f %6.2f %6.2f\n",
+      std::printf("%5ld,%4ld->%5ld,%ldx%ld,s%ld %4ld %6.2f %6.2f %6.2f  %6.2f %6.2f %6.2f  %6.2f %6.2f %6.2f",
                   sh.c, sh.h, sh.o, sh.k, sh.k, sh.stride, sh.uses, a.f, a.d, a.w, b.f, b.d, b.w,
                   c.f, c.d, c.w);
+      const Times best{std::min(a.f, b.f), std::min(a.d, b.d), std::min(a.w, b.w)};
+      Times best3 = best;
+      if (sh.k == 1 && sh.stride == 1) {
+        const Times m = time_matmul(sh, n, type, reps);
+        std::printf("  %6.2f %6.2f %6.2f", m.f, m.d, m.w);
+        best3 = {std::min(best.f, m.f), std::min(best.d, m.d), std::min(best.w, m.w)};
+      }
+      std::printf("\n");
       add(sum_nchw, a, sh.uses);
       add(sum_nhwc, b, sh.uses);
       add(sum_blocked, c, sh.uses);
-      add(sum_best, {std::min(a.f, b.f), std::min(a.d, b.d), std::min(a.w, b.w)}, sh.uses);
+      add(sum_best, best, sh.uses);
+      add(sum_best3, best3, sh.uses);
     } catch (const dnnl::error& e) {
       std::fprintf(stderr, "no kernel for this shape here: %s\n", e.what());
       return 1;
@@ -225,7 +261,9 @@ int main(int argc, char** argv) {
   for (auto [label, t] : {std::pair<const char*, Times>{"nchw+reorders", sum_nchw},
                           {"nhwc", sum_nhwc},
                           {"best of the two", sum_best},
+                          {"best of three", sum_best3},
                           {"blocked-only", sum_blocked}})
     std::printf("  %-16s %7.1f (%.1f / %.1f / %.1f)\n", label, t.total(), t.f, t.d, t.w);
+  std::printf("(best of three: nchw+reorders, nhwc and, for 1x1 stride 1, matmul)\n");
   return 0;
 }

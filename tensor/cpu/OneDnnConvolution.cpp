@@ -7,8 +7,8 @@
 // reordered into them before the pass and the outputs back after it.
 // Channels-last (NHWC) activations go to the kernels as they are (its
 // brgconv and jit kernels read NHWC; only the weights are reordered), or
-// through reorders into the blocked layouts where that was timed faster
-// (LayoutChoices below).  With
+// through reorders into the blocked layouts, or (1x1 convolutions) to its
+// matrix product, whichever was timed fastest (LayoutChoices below).  With
 // the plain nchw layouts oneDNN falls back to im2col + its sgemm, which is
 // what loom's own kernels already do (//bench:conv_backends).
 #include "tensor/cpu/OneDnnConvolution.h"
@@ -38,12 +38,17 @@ using tag = dnnl::memory::format_tag;
 using dims = dnnl::memory::dims;
 
 // The setting in environment variable `name`: "auto" when unset or empty,
-// else one of "auto", `a` and `b` (anything else is a loom::Error).
-std::string read_setting(const char* name, const char* a, const char* b) {
+// else "auto" or one of `values` (anything else is a loom::Error).
+std::string read_setting(const char* name, const std::vector<std::string>& values) {
   const char* env = std::getenv(name);
   const std::string v = env == nullptr || *env == '\0' ? "auto" : env;
-  LOOM_CHECK(v == "auto" || v == a || v == b, name, ": expected \"auto\", \"", a, "\" or \"", b,
-             "\", got \"", v, "\"");
+  std::string expected = "\"auto\"";
+  bool known = v == "auto";
+  for (size_t i = 0; i < values.size(); ++i) {
+    expected += (i + 1 == values.size() ? " or \"" : ", \"") + values[i] + "\"";
+    known = known || v == values[i];
+  }
+  LOOM_CHECK(known, name, ": expected ", expected, ", got \"", v, "\"");
   return v;
 }
 
@@ -119,15 +124,86 @@ struct Reorder {
   dnnl::primitive to_internal, to_user;
 };
 
+// A matrix product's argument `to`: loom's buffer for the convolution's
+// argument `from`, seen as the matrix `desc`.
+struct View {
+  int from, to;
+  dnnl::memory::desc desc;
+};
+
 // One pass of one convolution: its primitive, scratch size and reorders, or
-// none when oneDNN has no kernel for it here.
+// none when oneDNN has no kernel for it here.  A pointwise convolution's
+// pass may be a matrix product instead (views: its arguments).
 struct Entry {
   bool supported = false;
   dnnl::primitive primitive;
   dnnl::memory::desc scratchpad;
   std::vector<Reorder> reorders;
+  std::vector<View> views;
   std::string impl;  // oneDNN's name for the kernel, e.g. "jit:avx2"
 };
+
+// The ways a channels-last pass can run (LayoutChoices below): oneDNN's
+// convolution on NHWC as it is, its convolution on its blocked layouts
+// through reorders, or -- for a pointwise convolution -- its matrix product
+// on the NHWC buffers as they are.
+enum class Way { kDirect = 0, kBlocked = 1, kMatmul = 2 };
+
+// A 1x1 convolution with stride 1, no padding, dilation or groups, on
+// channels-last activations, without a bias in this pass: the (batch *
+// height * width) x channels matrix of its input times the weights'
+// transpose is its output, so each pass is one matrix product on the
+// buffers as they are (oneDNN's brgemm matmul, often faster than its NHWC
+// convolution kernels on these shapes).
+bool pointwise(const ConvGeometry& g, bool bias) {
+  return g.channels_last && !bias && g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
+         g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0 && g.dilation_h == 1 &&
+         g.dilation_w == 1 && g.groups == 1;
+}
+
+// The matrix product for one pass of a pointwise convolution (M = batch *
+// height * width rows of C input or O output channels; OIHW weights are
+// the O x C matrix W):
+//   forward          out[M, O]   = in[M, C] x W^T[C, O]
+//   backward data    din[M, C]   = dout[M, O] x W[O, C]
+//   backward weights dW[O, C]    = dout^T[O, M] x in[M, C]
+Entry make_matmul_entry(ConvPass pass, const ConvGeometry& g, DType dtype) {
+  Entry e;
+  const auto dt = data_type(dtype);
+  const int64_t M = g.batch * g.height * g.width, C = g.in_channels, O = g.out_channels;
+  auto matrix = [&](int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+    return dnnl::memory::desc({rows, cols}, dt, dims{row_stride, col_stride});
+  };
+  switch (pass) {
+    case ConvPass::kForward:
+      e.views = {{DNNL_ARG_SRC, DNNL_ARG_SRC, matrix(M, C, C, 1)},
+                 {DNNL_ARG_WEIGHTS, DNNL_ARG_WEIGHTS, matrix(C, O, 1, C)},
+                 {DNNL_ARG_DST, DNNL_ARG_DST, matrix(M, O, O, 1)}};
+      break;
+    case ConvPass::kBackwardData:
+      e.views = {{DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, matrix(M, O, O, 1)},
+                 {DNNL_ARG_WEIGHTS, DNNL_ARG_WEIGHTS, matrix(O, C, C, 1)},
+                 {DNNL_ARG_DIFF_SRC, DNNL_ARG_DST, matrix(M, C, C, 1)}};
+      break;
+    case ConvPass::kBackwardWeights:
+      e.views = {{DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, matrix(O, M, 1, O)},
+                 {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, matrix(M, C, C, 1)},
+                 {DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DST, matrix(O, C, C, 1)}};
+      break;
+  }
+  try {
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(e.views[0].desc, e.views[1].desc, e.views[2].desc), user_scratchpad(),
+        engine());
+    e.primitive = dnnl::matmul(pd);
+    e.scratchpad = pd.scratchpad_desc();
+    e.impl = pd.impl_info_str();
+    e.supported = e.impl.rfind("ref", 0) != 0;
+  } catch (const dnnl::error&) {
+    e.supported = false;
+  }
+  return e;
+}
 
 // The reorder for arg when the primitive's layout `internal` is not loom's.
 void add_reorder(Entry& e, int arg, bool output, const dnnl::memory::desc& user,
@@ -142,9 +218,11 @@ void add_reorder(Entry& e, int arg, bool output, const dnnl::memory::desc& user,
   e.reorders.push_back(std::move(r));
 }
 
-// blocked: channels-last activations reordered into the primitive's own
-// layouts (else taken as they are).
-Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, bool blocked) {
+// Way::kBlocked: channels-last activations reordered into the primitive's
+// own layouts (else taken as they are); Way::kMatmul: make_matmul_entry.
+Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Way way) {
+  if (way == Way::kMatmul) return make_matmul_entry(pass, g, dtype);
+  const bool blocked = way == Way::kBlocked;
   Entry e;
   try {
     const Descs user = descs(g, dtype);
@@ -202,12 +280,12 @@ struct Key {
   ConvGeometry g;
   int pass, dtype, threads;
   bool bias;
-  bool blocked;  // channels last through oneDNN's blocked layouts (see LayoutChoices)
+  int way;  // a Way (see LayoutChoices)
   bool operator==(const Key& o) const {
     const ConvGeometry& a = g;
     const ConvGeometry& b = o.g;
     return pass == o.pass && dtype == o.dtype && threads == o.threads && bias == o.bias &&
-           blocked == o.blocked &&
+           way == o.way &&
            a.batch == b.batch && a.in_channels == b.in_channels && a.height == b.height &&
            a.width == b.width && a.out_channels == b.out_channels &&
            a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w && a.stride_h == b.stride_h &&
@@ -225,7 +303,7 @@ struct KeyHash {
                       g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
                       g.dilation_w, g.groups, int64_t(k.pass), int64_t(k.dtype),
                       int64_t(k.threads), int64_t(k.bias), int64_t(g.channels_last),
-                      int64_t(k.blocked)})
+                      int64_t(k.way)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -240,9 +318,10 @@ Cache& cache() {
 }
 
 std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias,
-                                   bool blocked = false) {
-  const Key key{g, int(pass), int(dtype), get_num_threads(), bias, g.channels_last && blocked};
-  return cache().get(key, [&] { return make_entry(pass, g, dtype, bias, key.blocked); });
+                                   Way way = Way::kDirect) {
+  if (!g.channels_last) way = Way::kDirect;  // NCHW: one way
+  const Key key{g, int(pass), int(dtype), get_num_threads(), bias, int(way)};
+  return cache().get(key, [&] { return make_entry(pass, g, dtype, bias, way); });
 }
 
 // For channels-last activations each pass has two ways in oneDNN: its
@@ -250,10 +329,12 @@ std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType d
 // through reorders from and to NHWC.  The first is faster for most shapes;
 // the second for small images (4x4 and 2x2 in ResNet-18 at 64x64, 7x7 in
 // ResNet-50, where the NHWC forward kernel is up to 3x slower), by amounts
-// that differ per CPU.  So each pass of each shape is timed once, both ways
-// (tensor/cpu/TimedChoice.h, as ConvChoice.cpp times the backends), and
-// the faster way runs it from then on.
-using LayoutChoices = Choices<std::unordered_map<Key, bool, KeyHash>>;  // true: blocked
+// that differ per CPU.  A pointwise convolution has a third, its matrix
+// product (make_matmul_entry), up to 1.5x faster than the NHWC kernels on
+// ResNet-50's 1x1 weight gradients.  So each pass of each shape is timed
+// once, every way it has (tensor/cpu/TimedChoice.h, as ConvChoice.cpp
+// times the backends), and the fastest runs it from then on.
+using LayoutChoices = Choices<std::unordered_map<Key, int, KeyHash>>;  // a Way
 
 LayoutChoices& layout_choices() {
   static LayoutChoices* c = new LayoutChoices;  // never destroyed: convolutions may run at exit
@@ -282,6 +363,13 @@ struct Reordered {
 // inputs e reorders are left there.
 void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
              Reordered* shared = nullptr) {
+  if (!e.views.empty()) {
+    // A matrix product: its arguments are views of the convolution's.
+    std::unordered_map<int, dnnl::memory> viewed;
+    for (const View& v : e.views)
+      viewed[v.to] = dnnl::memory(v.desc, engine(), args.at(v.from).get_data_handle());
+    args = std::move(viewed);
+  }
   std::vector<Tensor> keep;
   if (e.scratchpad.get_size() > 0) {
     keep.push_back(bytes_for(e.scratchpad));
@@ -329,35 +417,60 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
 void run_pass(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Reordered* shared,
               const std::function<void(const Entry&, Reordered*)>& run) {
   const auto direct = entry(pass, g, dtype, bias);
-  const auto blocked = g.channels_last ? entry(pass, g, dtype, bias, true) : direct;
-  LOOM_CHECK(direct->supported || blocked->supported, "conv2d: oneDNN has no ",
-             dtype_name(dtype),
+  if (!g.channels_last) {
+    LOOM_CHECK(direct->supported, "conv2d: oneDNN has no ", dtype_name(dtype),
+               " kernel for this convolution on this CPU (check onednn::available first)");
+    return run(*direct, shared);
+  }
+  // The ways this pass has here, in Way order.
+  std::vector<std::pair<Way, std::shared_ptr<const Entry>>> ways;
+  for (Way way : {Way::kDirect, Way::kBlocked, Way::kMatmul}) {
+    if (way == Way::kMatmul && !pointwise(g, bias)) continue;
+    auto e = way == Way::kDirect ? direct : entry(pass, g, dtype, bias, way);
+    if (e->supported) ways.emplace_back(way, std::move(e));
+  }
+  LOOM_CHECK(!ways.empty(), "conv2d: oneDNN has no ", dtype_name(dtype),
              " kernel for this convolution on this CPU (check onednn::available first)");
-  if (!blocked->supported) return run(*direct, shared);
-  if (!direct->supported) return run(*blocked, shared);
-  if (!g.channels_last) return run(*direct, shared);
+  if (ways.size() == 1) return run(*ways[0].second, shared);
+  auto find = [&](Way way) -> const Entry* {
+    for (const auto& w : ways)
+      if (w.first == way) return w.second.get();
+    return nullptr;
+  };
   const std::string& pinned = channels_last_layout();
-  if (pinned != "auto") return run(pinned == "blocked" ? *blocked : *direct, shared);
+  if (pinned != "auto") {
+    // A pinned way this pass lacks (matmul for a 3x3 convolution) runs NHWC.
+    const Way want = pinned == "blocked" ? Way::kBlocked
+                     : pinned == "matmul" ? Way::kMatmul : Way::kDirect;
+    const Entry* e = find(want);
+    return run(e != nullptr ? *e : *ways[0].second, shared);
+  }
   // One decision per pass and shape, bias or not (a weight-only backward
-  // runs the same kernels as the joint one, so their gradients agree).
-  const Key key{g, int(pass), int(dtype), get_num_threads(), false, false};
-  bool use_blocked = false;
-  if (layout_choices().find(key, &use_blocked))
-    return run(use_blocked ? *blocked : *direct, shared);
-  // The faster way runs last, writing the outputs.
-  layout_choices().store(key, first_is_faster([&] { run(*blocked, nullptr); },
-                                              [&] { run(*direct, nullptr); }));
+  // runs the same kernels as the joint one, so their gradients agree) --
+  // but a pointwise convolution has its matrix product only without a bias,
+  // so for it the bias is part of the decision's key.
+  const Key key{g, int(pass), int(dtype), get_num_threads(), bias && pointwise(g, false), 0};
+  int chosen = 0;
+  if (layout_choices().find(key, &chosen)) {
+    const Entry* e = find(static_cast<Way>(chosen));
+    if (e != nullptr) return run(*e, shared);
+  }
+  // The fastest way runs last, writing the outputs.
+  std::vector<std::function<void()>> timed;
+  for (const auto& w : ways) timed.push_back([&run, e = w.second.get()] { run(*e, nullptr); });
+  layout_choices().store(key, int(ways[fastest_of(timed)].first));
 }
 
 }  // namespace
 
 const std::string& conv_backend() {
-  static const std::string backend = read_setting("LOOM_CPU_CONV", "onednn", "loom");
+  static const std::string backend = read_setting("LOOM_CPU_CONV", {"onednn", "loom"});
   return backend;
 }
 
 const std::string& channels_last_layout() {
-  static const std::string layout = read_setting("LOOM_ONEDNN_LAYOUT", "nhwc", "blocked");
+  static const std::string layout =
+      read_setting("LOOM_ONEDNN_LAYOUT", {"nhwc", "blocked", "matmul"});
   return layout;
 }
 
@@ -366,7 +479,7 @@ bool available(ConvPass pass, const ConvGeometry& g, DType dtype) {
   // Bias or not makes no difference to whether a kernel exists.
   const bool bias = pass != ConvPass::kBackwardData;
   return entry(pass, g, dtype, bias)->supported ||
-         (g.channels_last && entry(pass, g, dtype, bias, true)->supported);
+         (g.channels_last && entry(pass, g, dtype, bias, Way::kBlocked)->supported);
 }
 
 

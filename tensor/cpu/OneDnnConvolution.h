@@ -30,8 +30,10 @@ const std::string& conv_backend();
 
 // What LOOM_ONEDNN_LAYOUT selects for channels-last activations, read once:
 // "auto" (unset: each pass of each shape timed once, NHWC as it is against
-// oneDNN's blocked layouts through reorders, the faster kept), "nhwc" or
-// "blocked" (pinned: bitwise repeatable); any other value is a loom::Error.
+// oneDNN's blocked layouts through reorders and, for a 1x1 convolution with
+// stride 1 and no bias, its matrix product on the NHWC buffers; the fastest
+// kept), "nhwc", "blocked" or "matmul" (pinned: bitwise repeatable; "matmul"
+// runs the other convolutions NHWC); any other value is a loom::Error.
 const std::string& channels_last_layout();
 
 // Whether oneDNN has a kernel (not its slow reference loops) for this pass

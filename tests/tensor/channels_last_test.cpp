@@ -278,6 +278,45 @@ TEST(ChannelsLast, OneDnnBfloat16ConvolutionsFollowTheInputLayout) {
   EXPECT_TRUE(AllClose(y3.to(kFloat32), y32.select(0, 0), 1e-2, 2e-2));
 }
 
+// 1x1 convolutions (ResNet's bottleneck ends): channels-last bfloat16
+// passes match float32, with and without a bias (without one, oneDNN's
+// matrix product is one of the ways timed, or the one pinned by
+// LOOM_ONEDNN_LAYOUT=matmul), for the joint backward and the weight-only one.
+TEST(ChannelsLast, OneDnnPointwiseConvolutions) {
+  const IntList in_shape{3, 24, 5, 7}, w_shape{40, 24, 1, 1}, out_shape{3, 40, 5, 7};
+  if (!native::conv2d_prefers_channels_last(Device(), kBFloat16, in_shape, w_shape, {1, 1},
+                                            {0, 0}, {1, 1}, 1))
+    GTEST_SKIP() << "no oneDNN bfloat16 kernels here (" << cpu::onednn::describe() << ")";
+  const Tensor x = random(in_shape, 90, kBFloat16).contiguous(kCL);
+  const Tensor w = random(w_shape, 91, kBFloat16), b = random({40}, 92, kBFloat16);
+  const Tensor go = random(out_shape, 93, kBFloat16).contiguous(kCL);
+  for (bool with_bias : {false, true}) {
+    const Tensor bias = with_bias ? b : Tensor();
+    const Tensor y32 = native::conv2d(x.to(kFloat32), w.to(kFloat32),
+                                      with_bias ? b.to(kFloat32) : Tensor(), {1, 1}, {0, 0},
+                                      {1, 1}, 1);
+    Tensor gi32, gw32, gb32;
+    native::conv2d_backward(go.to(kFloat32), x.to(kFloat32), w.to(kFloat32), {1, 1}, {0, 0},
+                            {1, 1}, 1, true, true, with_bias, gi32, gw32, gb32);
+    const Tensor y = native::conv2d(x, w, bias, {1, 1}, {0, 0}, {1, 1}, 1);
+    ASSERT_EQ(y.sizes(), out_shape);
+    EXPECT_TRUE(is_channels_last(y));
+    EXPECT_TRUE(AllClose(y.to(kFloat32), y32, 1e-2, 2e-2)) << (with_bias ? "bias" : "no bias");
+    Tensor gi, gw, gb, gi_unused, gw_only, gb_only;
+    native::conv2d_backward(go, x, w, {1, 1}, {0, 0}, {1, 1}, 1, true, true, with_bias, gi, gw,
+                            gb);
+    ASSERT_EQ(gi.sizes(), in_shape);
+    ASSERT_EQ(gw.sizes(), w_shape);
+    EXPECT_TRUE(is_channels_last(gi));
+    EXPECT_TRUE(AllClose(gi.to(kFloat32), gi32, 1e-2, 5e-2)) << (with_bias ? "bias" : "no bias");
+    EXPECT_TRUE(AllClose(gw.to(kFloat32), gw32, 1e-2, 2e-1)) << (with_bias ? "bias" : "no bias");
+    if (with_bias) EXPECT_TRUE(AllClose(gb.to(kFloat32), gb32, 1e-2, 2e-1));
+    native::conv2d_backward(go, x, w, {1, 1}, {0, 0}, {1, 1}, 1, false, true, with_bias,
+                            gi_unused, gw_only, gb_only);
+    EXPECT_TRUE(AllClose(gw_only, gw, 0, 0)) << (with_bias ? "bias" : "no bias");
+  }
+}
+
 // A model written for NCHW keeps working under autocast: its convolutions
 // return NCHW for NCHW inputs, so view() after them holds (as in PyTorch);
 // nn::Conv2d says when converting the input would pay.
@@ -296,13 +335,14 @@ TEST(ChannelsLast, NchwModelsStayNchwUnderAutocast) {
   EXPECT_EQ(is_channels_last(conv(x.contiguous(kCL))), nhwc);
 }
 
-// Both ways oneDNN runs channels-last passes (NHWC as it is; its blocked
-// layouts through reorders) give those values: the convolution test above
-// under each pinned LOOM_ONEDNN_LAYOUT.
+// Every way oneDNN runs channels-last passes (NHWC as it is; its blocked
+// layouts through reorders; a matrix product for 1x1 convolutions) gives
+// those values: the convolution tests above under each pinned
+// LOOM_ONEDNN_LAYOUT.
 TEST(ChannelsLast, OneDnnLayoutsAgreeWhenPinned) {
   if (std::getenv("LOOM_ONEDNN_LAYOUT") != nullptr) GTEST_SKIP() << "layout set by the environment";
   EXPECT_EQ(cpu::onednn::channels_last_layout(), "auto");
-  for (const char* layout : {"nhwc", "blocked"})
+  for (const char* layout : {"nhwc", "blocked", "matmul"})
     EXPECT_EQ(testing::run_with_env("/proc/self/exe", "LOOM_ONEDNN_LAYOUT", layout,
                                     "--gtest_filter=ChannelsLast.OneDnn*:"
                                     "ChannelsLast.SmallNetworkStaysChannelsLast"),
