@@ -2,6 +2,8 @@
 // (batch 128, 28x28) and full training steps of that ConvNet and of
 // ResNet-18 (batch 32, 64x64), to compare with PyTorch on the same machine:
 //   bazel run //bench:conv_bench -- [ops|convnet|resnet] [threads]
+//   bazel run -c opt //bench:conv_bench -- bn-fusion 2   (fused batch norm
+//     kernels against the separate ops, ResNet-50 stage-1 shape)
 // Prints the best and median milliseconds of several repetitions.
 #include <algorithm>
 #include <chrono>
@@ -17,6 +19,8 @@
 #include "tensor/native/Convolution.h"
 #include "tensor/native/Normalization.h"
 #include "tensor/native/Pooling.h"
+#include "tensor/native/Binary.h"
+#include "tensor/native/Unary.h"
 #include "nn/models/ConvNet.h"
 #include "nn/models/ResNet.h"
 #include "optim/SGD.h"
@@ -114,6 +118,41 @@ int main(int argc, char** argv) {
       native::batch_norm_backward(x, x, w, mean, invstd, true, true, true, true, gi, gw, gb);
     });
     time_it("empty 6.4MB + fill", 50, [&] { empty({128, 16, 28, 28}).fill_(1.0f); });
+  }
+  if (what == "bn-fusion") {
+    // ResNet-50's first-stage batch norms (batch 16, 256 x 56 x 56): the
+    // fused kernels against the separate ops they replace, float32 NCHW and
+    // bfloat16 channels last.
+    Generator gen(2);
+    for (DType dtype : {kFloat32, kBFloat16}) {
+      const MemoryFormat format = dtype == kBFloat16 ? MemoryFormat::kChannelsLast
+                                                     : MemoryFormat::kContiguous;
+      const char* tag = dtype == kBFloat16 ? "bf16 NHWC" : "f32 NCHW";
+      const Tensor x = randn({16, 256, 56, 56}, kFloat32, &gen).to(dtype).contiguous(format);
+      const Tensor r = randn({16, 256, 56, 56}, kFloat32, &gen).to(dtype).contiguous(format);
+      const Tensor go = randn({16, 256, 56, 56}, kFloat32, &gen).to(dtype).contiguous(format);
+      const Tensor w = ones({256}), b = zeros({256});
+      Tensor rm = zeros({256}), rv = ones({256});
+      const auto relu = native::unary_op<optable::Relu>();
+      auto label = [&](const char* what) { return std::string(what) + " " + tag; };
+      time_it(label("bn+add+relu fused").c_str(), 10, [&] {
+        native::batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5, true, r);
+      });
+      time_it(label("bn, add, relu").c_str(), 10, [&] {
+        Tensor y = std::get<0>(native::batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5));
+        y = native::binary(native::binary_op<optable::Add>(), y, r);
+        native::unary_(relu, y, {});
+      });
+      auto [y, mean, invstd] = native::batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5, true);
+      Tensor gi, gw, gb;
+      time_it(label("bn+relu backward fused").c_str(), 10, [&] {
+        native::batch_norm_backward(go, x, w, mean, invstd, true, true, true, true, gi, gw, gb, y);
+      });
+      time_it(label("relu backward, bn backward").c_str(), 10, [&] {
+        const Tensor g = native::unary_backward(relu, go, y, {});
+        native::batch_norm_backward(g, x, w, mean, invstd, true, true, true, true, gi, gw, gb);
+      });
+    }
   }
   if (what == "resnet-convs") {
     // Every distinct convolution of ResNet-18 at batch 32, 64x64 input:

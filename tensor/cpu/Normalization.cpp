@@ -286,9 +286,8 @@ std::pair<A, A> channel_affine(A m, double sq, double count, double eps, const A
 
 // Statistics, mean/var/invstd and output of one cached bfloat16 channel.
 void train_forward_cached(const BatchNormShape& s, const BFloat16* x, const BFloat16* r,
-                          const float* weight,
-                          const float* bias, double eps, BFloat16* y, float* mean, float* var,
-                          float* invstd, int64_t c) {
+                          const float* weight, const float* bias, double eps, BFloat16* y,
+                          float* mean, float* var, float* invstd, int64_t c) {
   const int64_t C = s.channels, S = s.spatial;
   float* xf = channel_buffer(0, s.batch * S);
   widen_channel(s, x, c, xf);

@@ -1,6 +1,8 @@
 // batch_norm forward values, running-statistics updates and errors.  Expected
 // values were computed with PyTorch 1.13 (F.batch_norm) on the same inputs.
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "tensor/native/Normalization.h"
 #include "tensor/native/Unary.h"
@@ -118,48 +120,64 @@ TEST(BatchNorm, FusedReluIsReluOfBatchNorm) {
   EXPECT_GT(v[2], 0.0);
 }
 
+// One case of the fused kernels' tests (FusedRelu*, FusedAddRelu*).
+struct FusedCase {
+  IntList shape;
+  int64_t numel, channels;
+  DType dtype, stats;  // the activations' and the parameters' dtypes
+  MemoryFormat format;
+  bool training;
+  std::string what;  // for failure messages
+};
+
+// Every case the fused kernels take: a small input and one whose channels
+// are too long for the bfloat16 kernels' one-read cache, three dtypes, both
+// layouts, training and eval.
+void for_each_fused_case(const std::function<void(const FusedCase&)>& fn) {
+  for (IntList shape : {IntList{2, 3, 5, 4}, IntList{2, 2, 190, 200}})
+    for (DType dtype : {kFloat64, kFloat32, kBFloat16})
+      for (bool channels_last : {false, true})
+        for (bool training : {true, false}) {
+          FusedCase c{shape, 1, shape[1], dtype, dtype == kBFloat16 ? kFloat32 : dtype,
+                      channels_last_if(channels_last), training, ""};
+          for (int64_t d : shape) c.numel *= d;
+          c.what = shape_str(shape) + " " + dtype_name(dtype) +
+                   (channels_last ? " channels last" : "") + (training ? " train" : " eval");
+          fn(c);
+        }
+}
+
 // The backward of batch_norm_relu masks the output gradient inside batch
 // norm's passes: the same bits as ReLU's backward first, then batch norm's,
 // for every dtype and layout the kernels take, training and eval, for a
 // small input and one whose channels are too long for the bfloat16 kernels'
 // one-read cache; a NaN output masks its gradient as ReLU's backward does.
 TEST(BatchNorm, FusedReluBackwardIsBatchNormBackwardOfTheMaskedGradient) {
-  for (IntList shape : {IntList{2, 3, 5, 4}, IntList{2, 2, 190, 200}})
-    for (DType dtype : {kFloat64, kFloat32, kBFloat16})
-      for (bool channels_last : {false, true})
-        for (bool training : {true, false}) {
-          int64_t n = 1;
-          for (int64_t d : shape) n *= d;
-          const MemoryFormat format = channels_last_if(channels_last);
-          const DType stats = dtype == kBFloat16 ? kFloat32 : dtype;
-          const int64_t C = shape[1];
-          const Tensor x = pat(n, 7, 31, shape, dtype).contiguous(format);
-          const Tensor go = pat(n, 5, 23, shape, dtype).contiguous(format);
-          const Tensor w = pat(C, 3, 7, {C}, stats) + 1.0, b = pat(C, 2, 5, {C}, stats);
-          Tensor rm = zeros({C}, stats), rv = ones({C}, stats);
-          const auto stats_of = native::batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5, true);
-          const Tensor& mean = std::get<1>(stats_of);
-          const Tensor& invstd = std::get<2>(stats_of);
-          // A ReLU output: zeros, positives, and a NaN (masks like a zero).
-          Tensor y = (x * 3.0).relu().contiguous(format);
-          if (dtype == kFloat32) static_cast<float*>(y.data_ptr())[1] = std::nanf("");
-          if (dtype == kFloat64) static_cast<double*>(y.data_ptr())[1] = std::nan("");
-          if (dtype == kBFloat16) static_cast<uint16_t*>(y.data_ptr())[1] = 0x7FC0;
-          const Tensor masked = native::unary_backward(
-              native::unary_op<optable::Relu>(), go, y, {});
-          Tensor gi1, gw1, gb1, gi2, gw2, gb2;
-          native::batch_norm_backward(go, x, w, mean, invstd, training, true, true, true, gi1, gw1,
-                                      gb1, y);
-          native::batch_norm_backward(masked, x, w, mean, invstd, training, true, true, true, gi2,
-                                      gw2, gb2);
-          const std::string what = shape_str(shape) + " " + dtype_name(dtype) +
-                                   (channels_last ? " channels last" : "") +
-                                   (training ? " train" : " eval");
-          EXPECT_EQ(gi1.strides(), gi2.strides()) << what;
-          EXPECT_TRUE(AllClose(gi1, gi2, 0, 0)) << what;
-          EXPECT_TRUE(AllClose(gw1, gw2, 0, 0)) << what;
-          EXPECT_TRUE(AllClose(gb1, gb2, 0, 0)) << what;
-        }
+  for_each_fused_case([](const FusedCase& c) {
+    const int64_t C = c.channels;
+    const Tensor x = pat(c.numel, 7, 31, c.shape, c.dtype).contiguous(c.format);
+    const Tensor go = pat(c.numel, 5, 23, c.shape, c.dtype).contiguous(c.format);
+    const Tensor w = pat(C, 3, 7, {C}, c.stats) + 1.0, b = pat(C, 2, 5, {C}, c.stats);
+    Tensor rm = zeros({C}, c.stats), rv = ones({C}, c.stats);
+    const auto stats_of = native::batch_norm(x, rm, rv, w, b, c.training, 0.1, 1e-5, true);
+    const Tensor& mean = std::get<1>(stats_of);
+    const Tensor& invstd = std::get<2>(stats_of);
+    // A ReLU output: zeros, positives, and a NaN (masks like a zero).
+    Tensor y = (x * 3.0).relu().contiguous(c.format);
+    if (c.dtype == kFloat32) static_cast<float*>(y.data_ptr())[1] = std::nanf("");
+    if (c.dtype == kFloat64) static_cast<double*>(y.data_ptr())[1] = std::nan("");
+    if (c.dtype == kBFloat16) static_cast<uint16_t*>(y.data_ptr())[1] = 0x7FC0;
+    const Tensor masked = native::unary_backward(native::unary_op<optable::Relu>(), go, y, {});
+    Tensor gi1, gw1, gb1, gi2, gw2, gb2;
+    native::batch_norm_backward(go, x, w, mean, invstd, c.training, true, true, true, gi1, gw1,
+                                gb1, y);
+    native::batch_norm_backward(masked, x, w, mean, invstd, c.training, true, true, true, gi2,
+                                gw2, gb2);
+    EXPECT_EQ(gi1.strides(), gi2.strides()) << c.what;
+    EXPECT_TRUE(AllClose(gi1, gi2, 0, 0)) << c.what;
+    EXPECT_TRUE(AllClose(gw1, gw2, 0, 0)) << c.what;
+    EXPECT_TRUE(AllClose(gb1, gb2, 0, 0)) << c.what;
+  });
 }
 
 // Through autograd: batch_norm_relu's gradients are relu(batch_norm(...))'s.
@@ -192,42 +210,32 @@ TEST(BatchNorm, FusedReluGradientsAreThoseOfReluAfterBatchNorm) {
 // statistics included, both layouts, training and eval; the same gradients,
 // the residual's included.
 TEST(BatchNorm, FusedAddReluIsReluOfBatchNormPlusResidual) {
-  for (IntList shape : {IntList{2, 3, 5, 4}, IntList{2, 2, 190, 200}})
-    for (DType dtype : {kFloat64, kFloat32, kBFloat16})
-      for (bool channels_last : {false, true})
-        for (bool training : {true, false}) {
-          int64_t n = 1;
-          for (int64_t d : shape) n *= d;
-          const MemoryFormat format = channels_last_if(channels_last);
-          const DType stats = dtype == kBFloat16 ? kFloat32 : dtype;
-          const int64_t C = shape[1];
-          const Tensor x0 = pat(n, 7, 31, shape, dtype).contiguous(format);
-          const Tensor r0 = pat(n, 5, 23, shape, dtype).contiguous(format);
-          const Tensor go = pat(n, 3, 19, shape, dtype).contiguous(format);
-          Tensor outs[2], rms[2];
-          std::vector<Tensor> grads[2];
-          for (int fused = 0; fused < 2; ++fused) {
-            const Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_();
-            const Tensor w = (pat(C, 3, 7, {C}, stats) + 1.0).requires_grad_();
-            const Tensor b = pat(C, 2, 5, {C}, stats).requires_grad_();
-            Tensor rm = tensor<double>(std::vector<double>(C, 0.1)).to(stats);
-            Tensor rv = ones({C}, stats);
-            outs[fused] = fused ? batch_norm_add_relu(x, r, rm, rv, w, b, training, 0.1, 1e-5)
-                                : (batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5) + r).relu();
-            outs[fused].backward(go);
-            rms[fused] = rm;
-            grads[fused] = {x.grad(), r.grad(), w.grad(), b.grad()};
-          }
-          const std::string what = shape_str(shape) + " " + dtype_name(dtype) +
-                                   (channels_last ? " channels last" : "") +
-                                   (training ? " train" : " eval");
-          EXPECT_EQ(outs[1].dtype(), dtype) << what;
-          EXPECT_EQ(outs[1].strides(), outs[0].strides()) << what;
-          EXPECT_TRUE(AllClose(rms[1], rms[0], 0, 0)) << what;
-          EXPECT_TRUE(AllClose(outs[1], outs[0], 0, 0)) << what;
-          for (int i = 0; i < 4; ++i)
-            EXPECT_TRUE(AllClose(grads[1][i], grads[0][i], 0, 0)) << what << " gradient " << i;
-        }
+  for_each_fused_case([](const FusedCase& c) {
+    const int64_t C = c.channels;
+    const Tensor x0 = pat(c.numel, 7, 31, c.shape, c.dtype).contiguous(c.format);
+    const Tensor r0 = pat(c.numel, 5, 23, c.shape, c.dtype).contiguous(c.format);
+    const Tensor go = pat(c.numel, 3, 19, c.shape, c.dtype).contiguous(c.format);
+    Tensor outs[2], rms[2];
+    std::vector<Tensor> grads[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      const Tensor x = x0.clone().requires_grad_(), r = r0.clone().requires_grad_();
+      const Tensor w = (pat(C, 3, 7, {C}, c.stats) + 1.0).requires_grad_();
+      const Tensor b = pat(C, 2, 5, {C}, c.stats).requires_grad_();
+      Tensor rm = tensor<double>(std::vector<double>(C, 0.1)).to(c.stats);
+      Tensor rv = ones({C}, c.stats);
+      outs[fused] = fused ? batch_norm_add_relu(x, r, rm, rv, w, b, c.training, 0.1, 1e-5)
+                          : (batch_norm(x, rm, rv, w, b, c.training, 0.1, 1e-5) + r).relu();
+      outs[fused].backward(go);
+      rms[fused] = rm;
+      grads[fused] = {x.grad(), r.grad(), w.grad(), b.grad()};
+    }
+    EXPECT_EQ(outs[1].dtype(), c.dtype) << c.what;
+    EXPECT_EQ(outs[1].strides(), outs[0].strides()) << c.what;
+    EXPECT_TRUE(AllClose(rms[1], rms[0], 0, 0)) << c.what;
+    EXPECT_TRUE(AllClose(outs[1], outs[0], 0, 0)) << c.what;
+    for (int i = 0; i < 4; ++i)
+      EXPECT_TRUE(AllClose(grads[1][i], grads[0][i], 0, 0)) << c.what << " gradient " << i;
+  });
 }
 
 // A residual the kernels cannot add in their pass (another dtype) goes
