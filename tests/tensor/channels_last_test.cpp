@@ -310,7 +310,9 @@ TEST(ChannelsLast, OneDnnPointwiseConvolutions) {
     EXPECT_TRUE(is_channels_last(gi));
     EXPECT_TRUE(AllClose(gi.to(kFloat32), gi32, 1e-2, 5e-2)) << (with_bias ? "bias" : "no bias");
     EXPECT_TRUE(AllClose(gw.to(kFloat32), gw32, 1e-2, 2e-1)) << (with_bias ? "bias" : "no bias");
-    if (with_bias) EXPECT_TRUE(AllClose(gb.to(kFloat32), gb32, 1e-2, 2e-1));
+    if (with_bias) {
+      EXPECT_TRUE(AllClose(gb.to(kFloat32), gb32, 1e-2, 2e-1));
+    }
     native::conv2d_backward(go, x, w, {1, 1}, {0, 0}, {1, 1}, 1, false, true, with_bias,
                             gi_unused, gw_only, gb_only);
     EXPECT_TRUE(AllClose(gw_only, gw, 0, 0)) << (with_bias ? "bias" : "no bias");
