@@ -1,7 +1,8 @@
 // Contiguous runs of bfloat16 widened to float32 and float32 rounded to
-// bfloat16 (and a gradient run loaded through a ReLU's mask), in loops the compiler vectorises (`omp simd` on the bits: GCC's
-// -O2 cost model leaves the element-by-element conversions of Half.h scalar,
-// 11x slower when narrowing).  The same bits as half_bits: round to nearest
+// bfloat16 (and a gradient run loaded through a ReLU's mask), in loops the
+// compiler vectorises (`omp simd` on the bits: GCC's -O2 cost model leaves
+// the element-by-element conversions of Half.h scalar, 11x slower when
+// narrowing).  The same bits as half_bits: round to nearest
 // even, NaN to 0xFFFF (PyTorch 1.13's CPU kernels); widening is exact.
 // Serial: callers split the work (parallel_for) or run them on chunks.
 #pragma once
@@ -27,26 +28,26 @@ inline void widen_bfloat16(const BFloat16* src, float* dst, int64_t n) {
   }
 }
 
+// The bfloat16 bits of f: rounded to nearest even, NaN to 0xFFFF.
+inline uint16_t bfloat16_bits(float f) {
+  uint32_t v;
+  std::memcpy(&v, &f, sizeof v);  // read as float, not through a uint32_t alias
+  const uint32_t rounded = (v + 0x7FFFu + ((v >> 16) & 1u)) >> 16;
+  return static_cast<uint16_t>((v & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : rounded);
+}
+
 inline void narrow_to_bfloat16(const float* src, BFloat16* dst, int64_t n) {
   uint16_t* out = reinterpret_cast<uint16_t*>(dst);
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t v;
-    std::memcpy(&v, &src[i], sizeof v);  // read as float, not through a uint32_t alias
-    const uint32_t rounded = (v + 0x7FFFu + ((v >> 16) & 1u)) >> 16;
-    out[i] = static_cast<uint16_t>((v & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : rounded);
-  }
+  for (int64_t i = 0; i < n; ++i) out[i] = bfloat16_bits(src[i]);
 }
 
 // v rounded to bfloat16 as narrow_to_bfloat16 rounds it, widened back: what
 // a bfloat16 tensor would hold in between two fused steps.
 inline float round_through_bfloat16(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  uint32_t r = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) r = 0xFFFF0000u;
+  const uint32_t bits = static_cast<uint32_t>(bfloat16_bits(v)) << 16;
   float f;
-  std::memcpy(&f, &r, sizeof f);
+  std::memcpy(&f, &bits, sizeof f);
   return f;
 }
 

@@ -459,7 +459,7 @@ void batch_norm_typed(const BatchNormShape& s, const Tensor& x, const Tensor& re
   const int64_t count = s.batch * s.spatial;
   A* mean = static_cast<A*>(save_mean.data_ptr());
   A* invstd = static_cast<A*>(save_invstd.data_ptr());
-  const T* r = s.residual ? cptr<T>(residual) : nullptr;
+  const T* r = cptr<T>(residual);  // null unless s.residual
   if (training) {
     std::vector<A> var(s.channels);
     batch_norm_train_forward<T, A>(s, cptr<T>(x), r, cptr<A>(weight), cptr<A>(bias), eps,
@@ -512,14 +512,13 @@ void batch_norm_kernel(const BatchNormShape& s, const Tensor& x, const Tensor& r
 template <typename T, typename A>
 void batch_norm_backward_typed(const BatchNormShape& s, const Tensor& grad_output,
                                const Tensor& y, const Tensor& x, const Tensor& weight,
-                               const Tensor& save_mean,
-                               const Tensor& save_invstd, bool training, const Tensor& grad_input,
-                               const Tensor& grad_weight, const Tensor& grad_bias) {
+                               const Tensor& save_mean, const Tensor& save_invstd, bool training,
+                               const Tensor& grad_input, const Tensor& grad_weight,
+                               const Tensor& grad_bias) {
   auto out = [](const Tensor& t, auto* type) {
     return t.defined() ? static_cast<decltype(type)>(t.data_ptr()) : nullptr;
   };
-  batch_norm_backward<T, A>(s, cptr<T>(grad_output), s.relu ? cptr<T>(y) : nullptr, cptr<T>(x),
-                            cptr<A>(save_mean),
+  batch_norm_backward<T, A>(s, cptr<T>(grad_output), cptr<T>(y), cptr<T>(x), cptr<A>(save_mean),
                             cptr<A>(save_invstd), cptr<A>(weight), training,
                             out(grad_input, static_cast<T*>(nullptr)),
                             out(grad_weight, static_cast<A*>(nullptr)),

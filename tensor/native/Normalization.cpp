@@ -89,7 +89,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
   LOOM_CHECK(training || running_mean.defined(),
              "batch_norm: running_mean and running_var must be defined in evaluation mode");
   BatchNormShape s = bn_shape(input);
-  s.relu = relu && batch_norm_fuses_relu_stub.answer_or(false, input.device(), input.dtype());
+  s.relu = relu && fuses_relu(input);
   s.residual = residual.defined();
   const int64_t count = s.batch * s.spatial;
   LOOM_CHECK(!training || count > 1,
@@ -190,8 +190,6 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
   // The ReLU's mask goes into the kernels where they fuse it for the dtype
   // they run in; otherwise it is applied to grad_output first (the same
   // values: masking only zeroes some).
-  const bool reduced = input.defined() && is_reduced_float(input.dtype());
-  const bool as_is = !reduced || takes_reduced(input);
   const bool fused = relu_output.defined() && input.defined() &&
                      relu_output.dtype() == input.dtype() && fuses_relu(input);
   const Tensor go = relu_output.defined() && !fused
@@ -201,7 +199,8 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
   // float16/bfloat16 as in batch_norm: bfloat16 on the CPU as it is (the
   // parameter gradients in float32), otherwise computed in float32; then
   // each gradient in its tensor's dtype.
-  if (reduced) {
+  if (input.defined() && is_reduced_float(input.dtype())) {
+    const bool as_is = takes_reduced(input);
     batch_norm_backward_checked(as_is ? go : widen(go), as_is ? input : widen(input),
                                 widen(weight), widen(save_mean), widen(save_invstd), training,
                                 need_input, need_weight, need_bias, grad_input, grad_weight,
