@@ -9,6 +9,8 @@
 //                  activations kept blocked between ops);
 //   matmul         for 1x1 stride-1 shapes, each pass as one matrix product
 //                  on the NHWC buffers (oneDNN's matmul);
+//   winograd       for float32 3x3 stride-1 shapes (same column), oneDNN's
+//                  Winograd kernels through reorders from NCHW;
 // and "best of" the others but blocked-only per pass (what loom's timed
 // layout choice, tensor/cpu/OneDnnConvolution.cpp, aims at).
 //   bazel run -c opt //bench:onednn_layouts -- [resnet50|resnet18] [bf16|f32] [reps]
@@ -83,7 +85,8 @@ dnnl::memory prepare(const dnnl::memory& u, const dnnl::memory::desc& want, Pass
   return m;
 }
 
-Times time_shape(const Shape& sh, long n, dt type, tag activations, bool reorders, int reps) {
+Times time_shape(const Shape& sh, long n, dt type, tag activations, bool reorders, int reps,
+                 dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct) {
   const long oh = (sh.h + 2 * sh.pad - sh.k) / sh.stride + 1;
   const dnnl::memory::desc src_u({n, sh.c, sh.h, sh.h}, type, activations);
   const dnnl::memory::desc dst_u({n, sh.o, oh, oh}, type, activations);
@@ -97,15 +100,15 @@ Times time_shape(const Shape& sh, long n, dt type, tag activations, bool reorder
   const dnnl::memory::dims strides{sh.stride, sh.stride}, dil{0, 0}, pad{sh.pad, sh.pad};
   const dnnl::convolution_forward::primitive_desc fpd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                      dnnl::algorithm::convolution_direct, src_p, any(w_u), bias,
+                                      algorithm, src_p, any(w_u), bias,
                                       dst_p, strides, dil, pad, pad),
       eng());
   const dnnl::convolution_backward_data::primitive_desc dpd(
-      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, src_p,
+      dnnl::convolution_backward_data::desc(algorithm, src_p,
                                             any(w_u), dst_p, strides, dil, pad, pad),
       eng(), fpd);
   const dnnl::convolution_backward_weights::primitive_desc wpd(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_p,
+      dnnl::convolution_backward_weights::desc(algorithm, src_p,
                                                any(w_u), bias, dst_p, strides, dil, pad, pad),
       eng(), fpd);
   dnnl::memory x(src_u, eng()), y(dst_u, eng()), w(w_u, eng()), b(bias, eng());
@@ -229,7 +232,7 @@ int main(int argc, char** argv) {
   std::printf("%s %s batch %ld, ms per pass (forward / input grad / weight grad)\n",
               model.c_str(), type_name.c_str(), n);
   std::printf("%-24s %4s %22s %22s %22s %22s\n", "C,HW->O,k,s", "uses", "nchw+reorders", "nhwc",
-              "blocked-only", "matmul");
+              "blocked-only", "matmul | winograd");
   Times sum_nchw, sum_nhwc, sum_blocked, sum_best, sum_best3;
   for (const Shape& sh : r50 ? resnet50() : resnet18()) {
     try {
@@ -245,6 +248,14 @@ int main(int argc, char** argv) {
         const Times m = time_matmul(sh, n, type, reps);
         std::printf("  %6.2f %6.2f %6.2f", m.f, m.d, m.w);
         best3 = {std::min(best.f, m.f), std::min(best.d, m.d), std::min(best.w, m.w)};
+      } else if (sh.k == 3 && sh.stride == 1 && type == dt::f32) {
+        try {  // AVX-512 only in oneDNN 2.6
+          const Times w = time_shape(sh, n, type, tag::nchw, true, reps,
+                                     dnnl::algorithm::convolution_winograd);
+          std::printf("  %6.2f %6.2f %6.2f", w.f, w.d, w.w);
+          best3 = {std::min(best.f, w.f), std::min(best.d, w.d), std::min(best.w, w.w)};
+        } catch (const dnnl::error&) {
+        }
       }
       std::printf("\n");
       add(sum_nchw, a, sh.uses);
@@ -264,6 +275,7 @@ int main(int argc, char** argv) {
                           {"best of three", sum_best3},
                           {"blocked-only", sum_blocked}})
     std::printf("  %-16s %7.1f (%.1f / %.1f / %.1f)\n", label, t.total(), t.f, t.d, t.w);
-  std::printf("(best of three: nchw+reorders, nhwc and, for 1x1 stride 1, matmul)\n");
+  std::printf("(best of three: nchw+reorders, nhwc and, for 1x1 stride 1, matmul or, for\n"
+              " float32 3x3 stride 1, Winograd through reorders from NCHW)\n");
   return 0;
 }

@@ -79,8 +79,11 @@ void run_conv_pass(ConvPass pass, const native::ConvGeometry& g, DType dtype,
   const Key key = key_of(pass, g, dtype);
   bool use_onednn = false;
   if (choices().find(key, &use_onednn)) return use_onednn ? run_onednn() : run_loom();
-  // Interleaved, twice each; the first oneDNN run also warms its buffers
-  // (the primitive itself was made by available()).  The faster ran last.
+  // oneDNN runs once first: that warms its buffers (the primitive itself
+  // was made by available()) and, where oneDNN has several ways for the pass
+  // (Winograd, layouts), times them.  Then interleaved, twice each; the
+  // faster ran last.
+  run_onednn();
   choices().store(key, first_is_faster(run_onednn, run_loom));
 }
 

@@ -8,7 +8,9 @@
 // Channels-last (NHWC) activations go to the kernels as they are (its
 // brgconv and jit kernels read NHWC; only the weights are reordered), or
 // through reorders into the blocked layouts, or (1x1 convolutions) to its
-// matrix product, whichever was timed fastest (LayoutChoices below).  With
+// matrix product, whichever was timed fastest (WayChoices below); a float32
+// 3x3 stride-1 pass in either layout may also take oneDNN's Winograd kernels
+// (through the blocked layouts), timed with the rest.  With
 // the plain nchw layouts oneDNN falls back to im2col + its sgemm, which is
 // what loom's own kernels already do (//bench:conv_backends).
 #include "tensor/cpu/OneDnnConvolution.h"
@@ -107,9 +109,10 @@ Descs any_layout(const Descs& user, bool channels_last) {
   return d;
 }
 
-dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias) {
+dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, bool bias,
+                                                     dnnl::algorithm algorithm) {
   const dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, d.src, d.weights,
+      dnnl::prop_kind::forward_training, algorithm, d.src, d.weights,
       bias ? d.bias : dnnl::memory::desc(), d.dst, d.strides, d.dilates, d.pad_l, d.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine());
 }
@@ -143,11 +146,24 @@ struct Entry {
   std::string impl;  // oneDNN's name for the kernel, e.g. "jit:avx2"
 };
 
-// The ways a channels-last pass can run (LayoutChoices below): oneDNN's
-// convolution on NHWC as it is, its convolution on its blocked layouts
-// through reorders, or -- for a pointwise convolution -- its matrix product
-// on the NHWC buffers as they are.
-enum class Way { kDirect = 0, kBlocked = 1, kMatmul = 2 };
+// The ways a pass can run (WayChoices below).  Channels-last activations:
+// oneDNN's direct convolution on NHWC as it is, its direct convolution on
+// its blocked layouts through reorders, or -- for a pointwise convolution --
+// its matrix product on the NHWC buffers as they are.  NCHW activations:
+// its direct convolution through reorders into its blocked layouts (kDirect).
+// Either: its Winograd convolution through reorders into the blocked
+// layouts (float32 3x3 stride 1, where the CPU has a kernel).
+enum class Way { kDirect = 0, kBlocked = 1, kMatmul = 2, kWinograd = 3 };
+
+// A shape oneDNN 2.6's Winograd kernels (F(4x4, 3x3), float32, AVX-512)
+// may take: 3x3, stride 1, no dilation or groups.  They compute the same
+// sums with about 2.25x fewer multiplications (the transforms add rounding:
+// errors of ~1e-6 of the outputs' magnitude against ~1e-7 for the direct
+// kernels, as cuDNN's Winograd algorithms under cudnn.benchmark).
+bool winograd_shape(const ConvGeometry& g, DType dtype) {
+  return dtype == kFloat32 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 &&
+         g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1 && g.groups == 1;
+}
 
 // A 1x1 convolution with stride 1, no padding, dilation or groups, on
 // channels-last activations, without a bias in this pass: the (batch *
@@ -218,16 +234,18 @@ void add_reorder(Entry& e, int arg, bool output, const dnnl::memory::desc& user,
   e.reorders.push_back(std::move(r));
 }
 
-// Way::kBlocked: channels-last activations reordered into the primitive's
-// own layouts (else taken as they are); Way::kMatmul: make_matmul_entry.
+// Way::kDirect takes channels-last activations as they are; kBlocked and
+// kWinograd reorder them into the primitive's own layouts (NCHW ones always
+// are); kMatmul: make_matmul_entry.
 Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Way way) {
   if (way == Way::kMatmul) return make_matmul_entry(pass, g, dtype);
-  const bool blocked = way == Way::kBlocked;
+  const auto algorithm = way == Way::kWinograd ? dnnl::algorithm::convolution_winograd
+                                               : dnnl::algorithm::convolution_direct;
   Entry e;
   try {
     const Descs user = descs(g, dtype);
-    const Descs d = any_layout(user, g.channels_last && !blocked);
-    const auto fwd = forward_pd(d, bias);
+    const Descs d = any_layout(user, g.channels_last && way == Way::kDirect);
+    const auto fwd = forward_pd(d, bias, algorithm);
     switch (pass) {
       case ConvPass::kForward:
         e.primitive = dnnl::convolution_forward(fwd);
@@ -238,9 +256,8 @@ Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, W
         add_reorder(e, DNNL_ARG_DST, true, user.dst, fwd.dst_desc());
         break;
       case ConvPass::kBackwardData: {
-        const dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct,
-                                                         d.src, d.weights, d.dst, d.strides,
-                                                         d.dilates, d.pad_l, d.pad_r);
+        const dnnl::convolution_backward_data::desc desc(algorithm, d.src, d.weights, d.dst,
+                                                         d.strides, d.dilates, d.pad_l, d.pad_r);
         const dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(),
                                                                  engine(), fwd);
         e.primitive = dnnl::convolution_backward_data(pd);
@@ -253,7 +270,7 @@ Entry make_entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, W
       }
       case ConvPass::kBackwardWeights: {
         const dnnl::convolution_backward_weights::desc desc(
-            dnnl::algorithm::convolution_direct, d.src, d.weights,
+            algorithm, d.src, d.weights,
             bias ? d.bias : dnnl::memory::desc(), d.dst, d.strides, d.dilates, d.pad_l,
             d.pad_r);
         const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(),
@@ -319,7 +336,7 @@ Cache& cache() {
 
 std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias,
                                    Way way = Way::kDirect) {
-  if (!g.channels_last) way = Way::kDirect;  // NCHW: one way
+  if (!g.channels_last && way == Way::kBlocked) way = Way::kDirect;  // the same for NCHW
   const Key key{g, int(pass), int(dtype), get_num_threads(), bias, int(way)};
   return cache().get(key, [&] { return make_entry(pass, g, dtype, bias, way); });
 }
@@ -331,13 +348,16 @@ std::shared_ptr<const Entry> entry(ConvPass pass, const ConvGeometry& g, DType d
 // ResNet-50, where the NHWC forward kernel is up to 3x slower), by amounts
 // that differ per CPU.  A pointwise convolution has a third, its matrix
 // product (make_matmul_entry), up to 1.5x faster than the NHWC kernels on
-// ResNet-50's 1x1 weight gradients.  So each pass of each shape is timed
-// once, every way it has (tensor/cpu/TimedChoice.h, as ConvChoice.cpp
-// times the backends), and the fastest runs it from then on.
-using LayoutChoices = Choices<std::unordered_map<Key, int, KeyHash>>;  // a Way
+// ResNet-50's 1x1 weight gradients.  A float32 3x3 convolution, in either
+// layout, has Winograd's algorithm besides: 1.4-3x faster than the direct
+// kernels on ResNet's 3x3 shapes down to 4x4 images, slower on 2x2.  So each
+// pass of each shape is timed once, every way it has
+// (tensor/cpu/TimedChoice.h, as ConvChoice.cpp times the backends), and the
+// fastest runs it from then on.
+using WayChoices = Choices<std::unordered_map<Key, int, KeyHash>>;  // a Way
 
-LayoutChoices& layout_choices() {
-  static LayoutChoices* c = new LayoutChoices;  // never destroyed: convolutions may run at exit
+WayChoices& way_choices() {
+  static WayChoices* c = new WayChoices;  // never destroyed: convolutions may run at exit
   return *c;
 }
 
@@ -410,55 +430,76 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
   }
 }
 
-// Runs one pass through run(entry, shared): for NCHW activations in the
-// primitive's layouts, for channels-last ones the way LayoutChoices decided
-// (timing both the first time, without sharing reordered inputs).  Each run
-// computes the whole pass into its outputs.
-void run_pass(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Reordered* shared,
-              const std::function<void(const Entry&, Reordered*)>& run) {
-  const auto direct = entry(pass, g, dtype, bias);
-  if (!g.channels_last) {
-    LOOM_CHECK(direct->supported, "conv2d: oneDNN has no ", dtype_name(dtype),
-               " kernel for this convolution on this CPU (check onednn::available first)");
-    return run(*direct, shared);
-  }
-  // The ways this pass has here, in Way order.
-  std::vector<std::pair<Way, std::shared_ptr<const Entry>>> ways;
-  for (Way way : {Way::kDirect, Way::kBlocked, Way::kMatmul}) {
-    if (way == Way::kMatmul && !pointwise(g, bias)) continue;
-    auto e = way == Way::kDirect ? direct : entry(pass, g, dtype, bias, way);
+// The ways a pass may run here, each with its entry; more than one are
+// timed.  LOOM_ONEDNN_LAYOUT=auto offers every layout way a channels-last
+// pass has, a pinned layout just its own (NHWC as it is where the pass lacks
+// it); LOOM_ONEDNN_ALGORITHM=auto adds Winograd where it fits, =winograd
+// runs it alone wherever it fits, =direct never.
+using Ways = std::vector<std::pair<Way, std::shared_ptr<const Entry>>>;
+
+Ways ways_of(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
+  Ways ways;
+  auto add = [&](Way way) {
+    if (way == Way::kMatmul && !pointwise(g, bias)) return;
+    auto e = entry(pass, g, dtype, bias, way);
     if (e->supported) ways.emplace_back(way, std::move(e));
+  };
+  const std::string& algorithm = conv_algorithm();
+  const std::string& layout = channels_last_layout();
+  const bool winograd = winograd_shape(g, dtype) && algorithm != "direct";
+  if (winograd && algorithm == "winograd") {
+    add(Way::kWinograd);
+    if (!ways.empty()) return ways;
   }
+  if (!g.channels_last) {
+    add(Way::kDirect);
+  } else if (layout == "auto") {
+    add(Way::kDirect);
+    add(Way::kBlocked);
+    add(Way::kMatmul);
+  } else {
+    add(layout == "blocked" ? Way::kBlocked : layout == "matmul" ? Way::kMatmul : Way::kDirect);
+    if (ways.empty()) add(Way::kDirect);
+    if (ways.empty()) add(Way::kBlocked);
+  }
+  if (winograd && algorithm == "auto") add(Way::kWinograd);
   LOOM_CHECK(!ways.empty(), "conv2d: oneDNN has no ", dtype_name(dtype),
              " kernel for this convolution on this CPU (check onednn::available first)");
-  if (ways.size() == 1) return run(*ways[0].second, shared);
-  auto find = [&](Way way) -> const Entry* {
-    for (const auto& w : ways)
-      if (w.first == way) return w.second.get();
-    return nullptr;
-  };
-  const std::string& pinned = channels_last_layout();
-  if (pinned != "auto") {
-    // A pinned way this pass lacks (matmul for a 3x3 convolution) runs NHWC.
-    const Way want = pinned == "blocked" ? Way::kBlocked
-                     : pinned == "matmul" ? Way::kMatmul : Way::kDirect;
-    const Entry* e = find(want);
-    return run(e != nullptr ? *e : *ways[0].second, shared);
-  }
-  // One decision per pass and shape, bias or not (a weight-only backward
-  // runs the same kernels as the joint one, so their gradients agree) --
-  // but a pointwise convolution has its matrix product only without a bias,
-  // so for it the bias is part of the decision's key.
-  const Key key{g, int(pass), int(dtype), get_num_threads(), bias && pointwise(g, false), 0};
+  return ways;
+}
+
+// One decision per pass and shape, bias or not (a weight-only backward
+// runs the same kernels as the joint one, so their gradients agree) -- but
+// a pointwise convolution has its matrix product only without a bias, so
+// for it the bias is part of the decision's key.
+Key choice_key(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
+  return Key{g, int(pass), int(dtype), get_num_threads(), bias && pointwise(g, false), 0};
+}
+
+// The entry of the way timed fastest among `ways`, or null before the timing.
+const Entry* chosen_way(const Ways& ways, ConvPass pass, const ConvGeometry& g, DType dtype,
+                        bool bias) {
   int chosen = 0;
-  if (layout_choices().find(key, &chosen)) {
-    const Entry* e = find(static_cast<Way>(chosen));
-    if (e != nullptr) return run(*e, shared);
-  }
+  if (!way_choices().find(choice_key(pass, g, dtype, bias), &chosen)) return nullptr;
+  for (const auto& w : ways)
+    if (int(w.first) == chosen) return w.second.get();
+  return nullptr;
+}
+
+// Runs one pass through run(entry, shared): its one way, or the way
+// WayChoices decided among several (timing each the first time, without
+// sharing reordered inputs).  Each run computes the whole pass into its
+// outputs.
+void run_pass(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias, Reordered* shared,
+              const std::function<void(const Entry&, Reordered*)>& run) {
+  const Ways ways = ways_of(pass, g, dtype, bias);
+  if (ways.size() == 1) return run(*ways[0].second, shared);
+  if (const Entry* e = chosen_way(ways, pass, g, dtype, bias)) return run(*e, shared);
   // The fastest way runs last, writing the outputs.
-  std::vector<std::function<void()>> timed;
-  for (const auto& w : ways) timed.push_back([&run, e = w.second.get()] { run(*e, nullptr); });
-  layout_choices().store(key, int(ways[fastest_of(timed)].first));
+  std::vector<std::function<void()>> candidates;
+  for (const auto& w : ways)
+    candidates.push_back([&run, e = w.second.get()] { run(*e, nullptr); });
+  way_choices().store(choice_key(pass, g, dtype, bias), int(ways[fastest_of(candidates)].first));
 }
 
 }  // namespace
@@ -474,6 +515,12 @@ const std::string& channels_last_layout() {
   return layout;
 }
 
+const std::string& conv_algorithm() {
+  static const std::string algorithm =
+      read_setting("LOOM_ONEDNN_ALGORITHM", {"direct", "winograd"});
+  return algorithm;
+}
+
 bool available(ConvPass pass, const ConvGeometry& g, DType dtype) {
   if (dtype != kFloat32 && dtype != kBFloat16) return false;
   // Bias or not makes no difference to whether a kernel exists.
@@ -482,6 +529,12 @@ bool available(ConvPass pass, const ConvGeometry& g, DType dtype) {
          (g.channels_last && entry(pass, g, dtype, bias, Way::kBlocked)->supported);
 }
 
+std::string implementation(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
+  const Ways ways = ways_of(pass, g, dtype, bias);
+  if (ways.size() == 1) return ways[0].second->impl;
+  const Entry* e = chosen_way(ways, pass, g, dtype, bias);
+  return e != nullptr ? e->impl : std::string();
+}
 
 void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
                     const void* bias, void* out) {

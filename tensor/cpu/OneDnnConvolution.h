@@ -36,9 +36,24 @@ const std::string& conv_backend();
 // runs the other convolutions NHWC); any other value is a loom::Error.
 const std::string& channels_last_layout();
 
+// What LOOM_ONEDNN_ALGORITHM selects, read once: "auto" (unset: a float32
+// 3x3 stride-1 pass is also timed in oneDNN's Winograd kernels, F(4x4, 3x3)
+// on AVX-512, beside the layouts above; NCHW passes then have two ways),
+// "direct" (never Winograd: PyTorch's algorithm; bitwise repeatable with the
+// layout pinned) or "winograd" (wherever oneDNN has a Winograd kernel for
+// the pass); any other value is a loom::Error.  Winograd's transforms round
+// more: ~1e-6 of the outputs' magnitude against ~1e-7 for direct kernels.
+const std::string& conv_algorithm();
+
 // Whether oneDNN has a kernel (not its slow reference loops) for this pass
 // of this convolution in dtype on this CPU.
 bool available(ConvPass pass, const ConvGeometry& g, DType dtype);
+
+// oneDNN's name for the kernel that runs this pass of g here, e.g.
+// "jit_wino_4x3:avx512_core" or "brg:avx512_core": the pass's one way, the
+// way timed fastest, or "" before that timing (for tests and benchmarks).
+// available() first.
+std::string implementation(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias);
 
 // The passes, on dense buffers of dtype (float32 or bfloat16): NCHW
 // activations as tensor/cpu/Convolution.h's, or NHWC with g.channels_last;

@@ -2,8 +2,9 @@
 // kernels on the same buffers: every pass, the shapes of conv_test's chunking
 // cases plus ResNet's, concurrent calls from two logical devices' threads; the
 // per-shape choice between them (tensor/cpu/ConvChoice.h), the LOOM_CPU_CONV
-// switch and its error; bfloat16 convolutions through native::conv2d (in
-// oneDNN's bfloat16 kernels where the CPU has them).
+// switch and its error; Winograd's kernels and LOOM_ONEDNN_ALGORITHM;
+// bfloat16 convolutions through native::conv2d (in oneDNN's bfloat16 kernels
+// where the CPU has them).
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -61,6 +62,7 @@ const std::vector<Case>& cases() {
       {2, 32, 15, 15, 64, 1, 1, 2, 2, 0, 0, 1, 1, 1},      // a ResNet shortcut, odd plane
       {3, 16, 7, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16},       // depthwise
       {2, 1, 28, 28, 16, 5, 5, 1, 1, 2, 2, 1, 1, 1},       // one input channel
+      {2, 32, 12, 12, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // a ResNet 3x3 (Winograd's shape)
   };
   return c;
 }
@@ -163,7 +165,8 @@ TEST(OneDnnConv, NoKernelForFloat64) {
 }
 
 // Two CPU logical devices' workers convolving at once, one thread each, give
-// what one thread alone gives.
+// what one thread alone gives (within float32 rounding: the way timed
+// fastest, Winograd's or the direct kernels, may differ by thread count).
 TEST(OneDnnConv, ConcurrentCallsFromTwoThreads) {
   const native::ConvGeometry g = geometry({8, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1});
   if (!cpu::onednn::available(ConvPass::kForward, g, kFloat32)) GTEST_SKIP() << "no kernel";
@@ -176,7 +179,7 @@ TEST(OneDnnConv, ConcurrentCallsFromTwoThreads) {
     const Tensor y = empty_like(expected);
     for (int i = 0; i < 20; ++i) {
       cpu::onednn::conv2d_forward(g, kFloat32, f(in.x), f(in.w), f(in.b), f(y));
-      same[id] = same[id] && AllClose(y, expected, 1e-5, 1e-5);
+      same[id] = same[id] && AllClose(y, expected, 1e-4, 1e-4);
     }
     set_thread_num_threads(0);
   };
@@ -293,6 +296,73 @@ TEST(OneDnnConv, ChoiceFollowsTheEnvironment) {
   }
 }
 
+// LOOM_ONEDNN_ALGORITHM: "winograd" runs every pass of a float32 3x3
+// stride-1 convolution in oneDNN's Winograd kernels where it has them
+// (AVX-512), NCHW and channels last alike; "direct" never does; "auto" times
+// them beside the direct ways.  Whichever runs gives loom's kernels' values
+// within float32 tolerance; a strided 3x3 never runs Winograd.
+TEST(OneDnnConv, WinogradFollowsTheEnvironment) {
+  const char* env = std::getenv("LOOM_ONEDNN_ALGORITHM");
+  const std::string algorithm = env == nullptr || *env == '\0' ? "auto" : env;
+  EXPECT_EQ(cpu::onednn::conv_algorithm(), algorithm);
+  const native::ConvGeometry nchw = geometry({4, 32, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+  if (!cpu::onednn::available(ConvPass::kForward, nchw, kFloat32)) GTEST_SKIP() << "no kernel";
+  const bool avx512 = cpu::onednn::describe().find("avx512") != std::string::npos;
+  const Buffers in = buffers(nchw, 31);
+  const Tensor y_loom = empty({nchw.batch, nchw.out_channels, nchw.out_h, nchw.out_w});
+  const Tensor gi_loom = empty_like(in.x), gw_loom = empty_like(in.w), gb_loom = empty_like(in.b);
+  cpu::conv2d_forward<float>(nchw, f(in.x), f(in.w), f(in.b), f(y_loom));
+  cpu::conv2d_backward<float>(nchw, f(in.x), f(in.w), f(in.go), f(gi_loom), f(gw_loom),
+                              f(gb_loom));
+  native::ConvGeometry nhwc = nchw;
+  nhwc.channels_last = true;
+  for (const native::ConvGeometry& g : {nchw, nhwc}) {
+    const MemoryFormat format = channels_last_if(g.channels_last);
+    const std::string layout = g.channels_last ? "channels last" : "NCHW";
+    const Tensor x = in.x.contiguous(format), go = in.go.contiguous(format);
+    const Tensor y = empty(y_loom.sizes(), kFloat32, format);
+    const Tensor gi = empty(in.x.sizes(), kFloat32, format);
+    const Tensor gw = empty_like(in.w), gb = empty_like(in.b);
+    cpu::onednn::conv2d_forward(g, kFloat32, f(x), f(in.w), f(in.b), f(y));
+    cpu::onednn::conv2d_backward(g, kFloat32, f(x), f(in.w), f(go), f(gi), f(gw), f(gb));
+    EXPECT_TRUE(AllClose(y.contiguous(), y_loom, 1e-4, 1e-4)) << layout;
+    EXPECT_TRUE(AllClose(gi.contiguous(), gi_loom, 1e-4, 1e-3)) << layout;
+    EXPECT_TRUE(AllClose(gw, gw_loom, 1e-4, 1e-3)) << layout;
+    EXPECT_TRUE(AllClose(gb, gb_loom, 1e-4, 1e-3)) << layout;
+    for (ConvPass pass : {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights}) {
+      const std::string impl =
+          cpu::onednn::implementation(pass, g, kFloat32, pass != ConvPass::kBackwardData);
+      const bool winograd = impl.find("wino") != std::string::npos;
+      EXPECT_FALSE(impl.empty()) << layout << ": the pass ran, so its way is decided";
+      if (algorithm == "winograd") {
+        EXPECT_EQ(winograd, avx512) << layout << ": " << impl;
+      }
+      if (algorithm == "direct") {
+        EXPECT_FALSE(winograd) << layout << ": " << impl;
+      }
+    }
+  }
+  const native::ConvGeometry strided = geometry({4, 32, 14, 14, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1});
+  const Tensor y2 = empty({strided.batch, strided.out_channels, strided.out_h, strided.out_w});
+  cpu::onednn::conv2d_forward(strided, kFloat32, f(in.x), f(in.w), f(in.b), f(y2));
+  EXPECT_EQ(cpu::onednn::implementation(ConvPass::kForward, strided, kFloat32, true).find("wino"),
+            std::string::npos);
+}
+
+// The oneDNN tests above under each pinned LOOM_ONEDNN_ALGORITHM: every
+// pass within tolerance of loom's kernels in Winograd's kernels too, and the
+// joint backward still bit for bit the separate passes.
+TEST(OneDnnConv, PassesAgreeUnderEachAlgorithm) {
+  if (std::getenv("LOOM_ONEDNN_ALGORITHM") != nullptr)
+    GTEST_SKIP() << "algorithm set by the environment";
+  for (const char* algorithm : {"winograd", "direct"})
+    EXPECT_EQ(testing::run_with_env("/proc/self/exe", "LOOM_ONEDNN_ALGORITHM", algorithm,
+                                    "--gtest_filter=OneDnnConv.EveryPass*:OneDnnConv.Joint*:"
+                                    "OneDnnConv.Winograd*:OneDnnConv.Dispatched*"),
+              0)
+        << "LOOM_ONEDNN_ALGORITHM=" << algorithm;
+}
+
 int run_with_backend(const std::string& binary, const char* backend, const char* arg) {
   return testing::run_with_env(binary, "LOOM_CPU_CONV", backend, arg);
 }
@@ -330,6 +400,23 @@ TEST(OneDnnConvDeathTest, BadBackendIsAnError) {
         std::exit(0);
       },
       ::testing::ExitedWithCode(3), "LOOM_CPU_CONV: expected \"auto\", \"onednn\" or \"loom\", got \"mkl\"");
+}
+
+TEST(OneDnnConvDeathTest, BadAlgorithmIsAnError) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_EXIT(
+      {
+        setenv("LOOM_ONEDNN_ALGORITHM", "fft", 1);
+        try {
+          cpu::onednn::conv_algorithm();
+        } catch (const Error& e) {
+          std::fprintf(stderr, "%s\n", e.what());
+          std::exit(3);
+        }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(3),
+      "LOOM_ONEDNN_ALGORITHM: expected \"auto\", \"direct\" or \"winograd\", got \"fft\"");
 }
 
 }  // namespace
