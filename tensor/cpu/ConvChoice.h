@@ -7,9 +7,8 @@
 //           like cudnn.benchmark), and the faster one runs that shape from then
 //           on: the winner differs by CPU (AVX2 or AVX-512, AMD or Intel) and by
 //           shape.  oneDNN's side may itself have several ways (Winograd,
-//           layouts: OneDnnConvolution.h), decided before this timing.
-//           Passes under ~2 M multiply-adds skip the timing and run loom's
-//           (the reorders into oneDNN's layouts dominate there).
+//           layouts: OneDnnConvolution.h), decided before this timing.  Passes under ~2 M multiply-adds skip the timing and run
+//           loom's (the reorders into oneDNN's layouts dominate there).
 //   onednn  oneDNN wherever it has a kernel, else loom's
 //   loom    loom's own kernels only
 // A bfloat16 pass runs in oneDNN where it has a kernel for it (AVX512-BF16,
