@@ -7,6 +7,7 @@
 #include "autograd/Checkpoint.h"
 #include "autograd/Engine.h"
 #include "autograd/DeferWeightGrad.h"
+#include "tensor/WeightReuse.h"
 #include "autograd/GradMode.h"
 #include "autograd/functions/Functions.h"
 #include "nn/modules/BatchNorm.h"
@@ -159,6 +160,7 @@ void PipeImpl::submit_micro_batch(Run& run, size_t i, const LossFn* loss_fn) con
   const bool recompute = checkpointed(i, run.inputs.size());
   // Carried into the stream closures like grad mode.
   autograd::DeferWeightGradGuard defer(options_.defer_weight_gradients_);
+  WeightReuseGuard reuse(options_.reuse_weights_);
   Event previous;
   for (size_t s = 0; s < n_stages; ++s) {
     const Device device = options_.devices_[s];

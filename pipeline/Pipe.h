@@ -52,6 +52,11 @@
 // the whole batch would (pipeline/DeferredBatchNorm.h; every BatchNorm layer,
 // nested ones too, is redirected through BatchNormBase::forward_to while the
 // pipe exists; one already redirected, e.g. a SyncBatchNorm, throws).
+// Weight reuse (reuse_weights, on by default): the stages run under
+// WeightReuseGuard (tensor/WeightReuse.h), so a convolution whose kernel reads
+// its weights in a layout of its own reorders them once per step, not once
+// per micro-batch.  Change weights between steps only through tensor ops
+// (the optimizer does), not through raw data pointers.
 // Checkpointing (as torchgpipe): with Checkpoint::kAlways every stage of
 // every micro-batch runs through autograd::checkpoint (autograd/Checkpoint.h):
 // its forward keeps no activations but the stage's input, and its backward
@@ -118,6 +123,7 @@ struct PipeOptions {
   PipeOptions& checkpoint(Checkpoint v) { checkpoint_ = v; return *this; }
   PipeOptions& deferred_batch_norm(bool v) { deferred_batch_norm_ = v; return *this; }
   PipeOptions& defer_weight_gradients(bool v) { defer_weight_gradients_ = v; return *this; }
+  PipeOptions& reuse_weights(bool v) { reuse_weights_ = v; return *this; }
 
   std::vector<Device> devices_;
   std::vector<int64_t> balance_;
@@ -127,6 +133,7 @@ struct PipeOptions {
   Checkpoint checkpoint_ = Checkpoint::kNever;
   bool deferred_batch_norm_ = false;
   bool defer_weight_gradients_ = true;
+  bool reuse_weights_ = true;
 };
 
 // loss_fn(output, target) -> a one-element loss (a mean over rows for the

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "loom.h"
@@ -66,14 +67,16 @@ inline ::testing::AssertionResult GradOk(
 }
 
 // Runs binary (a test binary: "/proc/self/exe" for this one) with one
-// argument, in a child process whose environment has var=value; returns its
-// exit status (-1 when it did not exit normally).  The parent owns the test
-// runner's output files, so the child does not write them.
-inline int run_with_env(const std::string& binary, const char* var, const char* value,
+// argument, in a child process whose environment also has each name=value of
+// `env`; returns its exit status (-1 when it did not exit normally).  The
+// parent owns the test runner's output files, so the child does not write
+// them.
+inline int run_with_env(const std::string& binary,
+                        const std::vector<std::pair<std::string, std::string>>& env,
                         const std::string& arg) {
   const pid_t pid = fork();
   if (pid == 0) {
-    setenv(var, value, 1);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     unsetenv("TEST_PREMATURE_EXIT_FILE");
     unsetenv("XML_OUTPUT_FILE");
     unsetenv("GTEST_OUTPUT");
@@ -83,6 +86,12 @@ inline int run_with_env(const std::string& binary, const char* var, const char* 
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The same with one variable, var=value.
+inline int run_with_env(const std::string& binary, const char* var, const char* value,
+                        const std::string& arg) {
+  return run_with_env(binary, {{var, value}}, arg);
 }
 
 }  // namespace testing

@@ -5,6 +5,7 @@
 
 #include "autograd/DeferWeightGrad.h"
 #include "autograd/functions/Record.h"
+#include "tensor/WeightReuse.h"
 #include "tensor/native/Convolution.h"
 
 namespace loom {
@@ -28,6 +29,7 @@ class Conv2dBackward final : public Node {
     return is_deferred() ? "Conv2dWeightBackward" : "Conv2dBackward";
   }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    WeightReuseGuard reuse(reuses_weights);
     Tensor gi, gw, gb;
     native::conv2d_backward(grads[0], input.unpack(*this), weight.unpack(*this), stride_,
                             padding_, dilation_, groups_, needs_input_grad(0),
@@ -57,6 +59,9 @@ class Conv2dBackward final : public Node {
     weight.reset();
   }
   SavedTensor input, weight;
+  // Recorded under WeightReuse (tensor/WeightReuse.h): the backward reads
+  // the weights under it too.
+  bool reuses_weights = false;
 
  private:
   IntList stride_, padding_, dilation_;
@@ -77,6 +82,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                                          dilation, groups)) {
     node->input = SavedTensor(input, false);
     node->weight = SavedTensor(weight, false);
+    node->reuses_weights = WeightReuse::is_enabled();
     if (autograd::DeferWeightGrad::is_enabled()) {
       auto twin = std::make_shared<Conv2dBackward>(stride, padding, dilation, groups);
       twin->input = node->input;

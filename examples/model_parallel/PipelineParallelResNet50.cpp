@@ -8,6 +8,7 @@
 #include "autograd/functions/Shape.h"
 #include "tensor/Error.h"
 #include "tensor/Stream.h"
+#include "tensor/WeightReuse.h"
 
 namespace loom {
 namespace examples {
@@ -58,6 +59,7 @@ Tensor PipelineParallelResNet50Impl::forward(const Tensor& images) {
   const Device dev0 = device0(), dev1 = device1();
   // Carried into the stream closures like grad mode.
   autograd::DeferWeightGradGuard defer(defer_weight_gradients());
+  WeightReuseGuard reuse(reuse_weights());
 
   if (!dev0.is_cpu() || !dev1.is_cpu()) {
     // The tutorial's loop, verbatim: ops on the calling thread.

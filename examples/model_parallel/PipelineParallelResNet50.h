@@ -59,6 +59,11 @@ class PipelineParallelResNet50Impl : public ModelParallelResNet50Impl {
   void set_split_size(int64_t split_size);
   bool defer_weight_gradients() const { return defer_weight_gradients_; }
   void set_defer_weight_gradients(bool defer) { defer_weight_gradients_ = defer; }
+  // Whether the stages run under WeightReuseGuard (tensor/WeightReuse.h):
+  // oneDNN's convolutions reorder their weights once per step instead of once
+  // per micro-batch.  On by default.
+  bool reuse_weights() const { return reuse_weights_; }
+  void set_reuse_weights(bool reuse) { reuse_weights_ = reuse; }
 
  protected:
   // Checks images (as ModelParallelResNet50::forward) and splits them into
@@ -68,6 +73,7 @@ class PipelineParallelResNet50Impl : public ModelParallelResNet50Impl {
  private:
   int64_t split_size_;
   bool defer_weight_gradients_ = true;
+  bool reuse_weights_ = true;
 };
 LOOM_MODULE(PipelineParallelResNet50);
 

@@ -8,6 +8,7 @@
 #include "autograd/functions/Shape.h"
 #include "tensor/CudaMemory.h"
 #include "tensor/Stream.h"
+#include "tensor/WeightReuse.h"
 
 namespace loom {
 namespace examples {
@@ -22,6 +23,7 @@ Tensor StreamPipelineResNet50Impl::forward(const Tensor& images) {
   const Device dev1 = device1();
   // Carried into the stream closures like grad mode.
   autograd::DeferWeightGradGuard defer(defer_weight_gradients());
+  WeightReuseGuard reuse(reuse_weights());
 
   auto features = std::make_shared<std::vector<Tensor>>(n);  // stage 1 outputs (device0)
   auto moved = std::make_shared<std::vector<Tensor>>(n);     // the same on device1

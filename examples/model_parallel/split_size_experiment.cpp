@@ -80,6 +80,7 @@ struct Flags {
   bool no_plot = false;
   bool profile_stages = false;
   bool no_defer_weight_grad = false;
+  bool no_weight_reuse = false;
 };
 
 struct Batch {
@@ -319,9 +320,11 @@ int run(const Flags& f) {
   examples::PipelineParallelResNet50 pp(f.pipelined_split, f.num_classes, devices[0], devices[1]);
   pp->load_state_dict(weights);
   pp->set_defer_weight_gradients(!f.no_defer_weight_grad);
+  pp->set_reuse_weights(!f.no_weight_reuse);
   examples::StreamPipelineResNet50 sp(splits[0], f.num_classes, devices[0], devices[1]);
   sp->load_state_dict(weights);
   sp->set_defer_weight_gradients(!f.no_defer_weight_grad);
+  sp->set_reuse_weights(!f.no_weight_reuse);
 
   // single, model parallel, pipelined at --pipelined-split, then the sweep
   // (the plain pipeline at --pipelined-split is the "pipelined" row itself).
@@ -440,6 +443,9 @@ int main(int argc, char** argv) {
                "Pipelines compute each micro-batch's weight gradients right after its input "
                "gradients (without: deferred to when the device would wait; "
                "autograd/DeferWeightGrad.h)");
+  app.add_flag("--no-weight-reuse", f.no_weight_reuse,
+               "Pipelines reorder each convolution's weights into oneDNN's layout for every "
+               "micro-batch (without: once per step; tensor/WeightReuse.h)");
   CLI11_PARSE(app, argc, argv);
   if (f.quick) {
     // The smoke configuration, for flags not given explicitly.

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "tensor/Parallel.h"
+#include "tensor/WeightReuse.h"
 #include "tensor/cpu/TimedChoice.h"
 
 namespace loom {
@@ -18,11 +19,14 @@ using onednn::ConvPass;
 // run it (oneDNN's reorders to and from its layouts dominate small passes).
 constexpr double kTimedMacs = 2e6;
 
-// pass, dtype, thread count and every field of the geometry.
-using Key = std::array<int64_t, 19>;
+// pass, dtype, thread count, weight reuse (tensor/WeightReuse.h: oneDNN
+// then runs without its weight reorders after the first micro-batch, so it
+// is timed that way) and every field of the geometry.
+using Key = std::array<int64_t, 20>;
 
 Key key_of(ConvPass pass, const native::ConvGeometry& g, DType dtype) {
   return {static_cast<int64_t>(pass), static_cast<int64_t>(dtype), get_num_threads(),
+          static_cast<int64_t>(WeightReuse::is_enabled()),
           g.batch, g.in_channels, g.height, g.width, g.out_channels, g.kernel_h, g.kernel_w,
           g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups,
           g.out_h, g.out_w};

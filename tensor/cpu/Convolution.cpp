@@ -21,6 +21,8 @@
 
 #include "tensor/Parallel.h"
 #include "tensor/Factory.h"
+#include "tensor/TensorImpl.h"
+#include "tensor/WeightReuse.h"
 #include "tensor/cpu/Gemm.h"
 #include "tensor/cpu/ConvChoice.h"
 #include "tensor/native/Convolution.h"
@@ -655,13 +657,20 @@ T* ptr(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
+// Under WeightReuse (tensor/WeightReuse.h), which weight oneDNN reads and at
+// which version, so it may reuse a reordered copy; otherwise nothing.
+onednn::WeightVersion weight_version(const Tensor& weight) {
+  if (!WeightReuse::is_enabled()) return {};
+  return {std::shared_ptr<const void>(weight.impl()->version), weight.version()};
+}
+
 void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Tensor& weight,
                            const Tensor& bias, const Tensor& out) {
   const DType dtype = input.dtype();
   const void* b = bias.defined() ? bias.data_ptr() : nullptr;
   if (g.channels_last)  // only oneDNN's passes ask for it (conv2d_channels_last)
     return onednn::conv2d_forward(g, dtype, input.data_ptr(), weight.data_ptr(), b,
-                                  out.data_ptr());
+                                  out.data_ptr(), weight_version(weight));
   run_conv_pass(
       onednn::ConvPass::kForward, g, dtype,
       [&] {
@@ -672,7 +681,7 @@ void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Ten
       },
       [&] {
         onednn::conv2d_forward(g, dtype, input.data_ptr(), weight.data_ptr(), b,
-                               out.data_ptr());
+                               out.data_ptr(), weight_version(weight));
       });
 }
 
@@ -685,7 +694,7 @@ void backward_in_onednn(const ConvGeometry& g, const Tensor& input, const Tensor
   void* gb = grad_bias.defined() ? grad_bias.data_ptr() : nullptr;
   if (!grad_weight.defined() && !grad_bias.defined())
     return onednn::conv2d_backward_data(g, dtype, weight.data_ptr(), grad_output.data_ptr(),
-                                        grad_input.data_ptr());
+                                        grad_input.data_ptr(), weight_version(weight));
   // oneDNN always computes the weight gradient; a bias-only request writes
   // it to scratch.
   const Tensor gw = grad_weight.defined() ? grad_weight : empty_like(weight);
@@ -693,7 +702,7 @@ void backward_in_onednn(const ConvGeometry& g, const Tensor& input, const Tensor
     return onednn::conv2d_backward_weights(g, dtype, input.data_ptr(), grad_output.data_ptr(),
                                            gw.data_ptr(), gb);
   onednn::conv2d_backward(g, dtype, input.data_ptr(), weight.data_ptr(), grad_output.data_ptr(),
-                          grad_input.data_ptr(), gw.data_ptr(), gb);
+                          grad_input.data_ptr(), gw.data_ptr(), gb, weight_version(weight));
 }
 
 // Each pass (input gradient; weight and bias gradients) goes to its backend
@@ -729,7 +738,7 @@ void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Te
         [&] { run_loom(grad_input, Tensor(), Tensor()); },
         [&] {
           onednn::conv2d_backward_data(g, dtype, weight.data_ptr(), grad_output.data_ptr(),
-                                       grad_input.data_ptr());
+                                       grad_input.data_ptr(), weight_version(weight));
         });
   }
   if (weights) {

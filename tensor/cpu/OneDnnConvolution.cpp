@@ -16,8 +16,10 @@
 #include "tensor/cpu/OneDnnConvolution.h"
 
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -27,6 +29,7 @@
 #include "tensor/Error.h"
 #include "tensor/Factory.h"
 #include "tensor/Parallel.h"
+#include "tensor/WeightReuse.h"
 #include "tensor/cpu/OmpThreads.h"
 #include "tensor/cpu/OneDnnEngine.h"
 #include "tensor/cpu/TimedChoice.h"
@@ -298,11 +301,12 @@ struct Key {
   int pass, dtype, threads;
   bool bias;
   int way;  // a Way (see LayoutChoices)
+  bool reuses_weights = false;  // choices only: timed under WeightReuse
   bool operator==(const Key& o) const {
     const ConvGeometry& a = g;
     const ConvGeometry& b = o.g;
     return pass == o.pass && dtype == o.dtype && threads == o.threads && bias == o.bias &&
-           way == o.way &&
+           way == o.way && reuses_weights == o.reuses_weights &&
            a.batch == b.batch && a.in_channels == b.in_channels && a.height == b.height &&
            a.width == b.width && a.out_channels == b.out_channels &&
            a.kernel_h == b.kernel_h && a.kernel_w == b.kernel_w && a.stride_h == b.stride_h &&
@@ -320,7 +324,7 @@ struct KeyHash {
                       g.kernel_w, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h,
                       g.dilation_w, g.groups, int64_t(k.pass), int64_t(k.dtype),
                       int64_t(k.threads), int64_t(k.bias), int64_t(g.channels_last),
-                      int64_t(k.way)})
+                      int64_t(k.way), int64_t(k.reuses_weights)})
       h = h * 1000003u ^ std::hash<int64_t>()(v);
     return h;
   }
@@ -369,6 +373,82 @@ Tensor bytes_for(const dnnl::memory::desc& d) {
   return empty({static_cast<int64_t>(d.get_size())}, kUInt8);
 }
 
+// Weight copies in oneDNN's layouts, kept for later passes that read the
+// same weight at the same version (tensor/WeightReuse.h), oldest first.
+// Bounded by kKeptWeightBytes; a copy found stale (the weight written since)
+// goes at once, and copies of tensors that died (nothing but the copy holds
+// their version counter) go when the next is kept.
+class KeptWeights {
+ public:
+  // The copy of the weights at `data` for `id` in layout `desc`, or an
+  // undefined tensor.
+  Tensor find(const WeightVersion& id, const void* data, const dnnl::memory::desc& desc) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->counter != id.counter || it->data != data || it->desc != desc) continue;
+      if (it->version == id.version) return it->bytes;
+      bytes_ -= it->bytes.nbytes();
+      kept_.erase(it);
+      return Tensor();
+    }
+    return Tensor();
+  }
+
+  // Keeps `bytes`, the weights at `data` reordered into `desc`, for `id`.
+  void keep(const WeightVersion& id, const void* data, const dnnl::memory::desc& desc,
+            const Tensor& bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Kept& k : kept_)  // another thread kept the same copy meanwhile
+      if (k.counter == id.counter && k.data == data && k.desc == desc && k.version == id.version)
+        return;
+    for (auto it = kept_.begin(); it != kept_.end();) {
+      if (it->counter.use_count() > 1) {
+        ++it;
+        continue;
+      }
+      bytes_ -= it->bytes.nbytes();
+      it = kept_.erase(it);
+    }
+    kept_.push_back(Kept{id.counter, data, id.version, desc, bytes});
+    bytes_ += bytes.nbytes();
+    while (bytes_ > kKeptWeightBytes && !kept_.empty()) {
+      bytes_ -= kept_.front().bytes.nbytes();
+      kept_.pop_front();
+    }
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    kept_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  struct Kept {
+    std::shared_ptr<const void> counter;
+    const void* data;
+    uint64_t version;
+    dnnl::memory::desc desc;
+    Tensor bytes;
+  };
+  std::mutex mutex_;
+  std::deque<Kept> kept_;
+  int64_t bytes_ = 0;
+};
+
+KeptWeights& kept_weights() {
+  static KeptWeights* k = new KeptWeights;  // never destroyed: convolutions may run at exit
+  return *k;
+}
+
+// The weights a pass reads (their buffer and version), for KeptWeights; no
+// counter: not kept.
+struct WeightRead {
+  const void* data = nullptr;
+  WeightVersion version;
+  bool kept() const { return version.counter != nullptr; }
+};
+
 // Inputs already reordered into a primitive's layout, kept for the next
 // pass of the same call that reads them in that layout (both backward passes
 // read the output gradient).
@@ -382,7 +462,7 @@ struct Reordered {
 // an input found there in the layout e wants is not reordered again, and the
 // inputs e reorders are left there.
 void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
-             Reordered* shared = nullptr) {
+             Reordered* shared = nullptr, const WeightRead& weights = {}) {
   if (!e.views.empty()) {
     // A matrix product: its arguments are views of the convolution's.
     std::unordered_map<int, dnnl::memory> viewed;
@@ -399,7 +479,20 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
   dnnl::stream stream(engine());
   try {
     std::vector<std::pair<const Reorder*, dnnl::memory>> outputs;
+    Tensor made_weights;  // a weight copy to keep once the stream is done
+    const Reorder* made_for = nullptr;
     for (const Reorder& r : e.reorders) {
+      const bool kept_weight = weights.kept() && !r.output && r.arg == DNNL_ARG_WEIGHTS &&
+                               args.at(r.arg).get_data_handle() == weights.data;
+      if (kept_weight) {
+        const Tensor copy = kept_weights().find(weights.version, weights.data, r.internal);
+        if (copy.defined()) {
+          keep.push_back(copy);
+          args[r.arg] = wrap(r.internal, copy.data_ptr());
+          detail::count_weight_reuse(true);
+          continue;
+        }
+      }
       if (!r.output && shared != nullptr) {
         const auto found = shared->inputs.find(r.arg);
         if (found != shared->inputs.end() && found->second.get_desc() == r.internal) {
@@ -414,6 +507,10 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
         outputs.emplace_back(&r, user);
       } else {
         r.to_internal.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
+        if (kept_weight) {
+          made_weights = keep.back();
+          made_for = &r;
+        }
         if (shared != nullptr) {
           shared->keep.push_back(keep.back());
           shared->inputs[r.arg] = internal;
@@ -425,6 +522,10 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
     for (auto& [r, user] : outputs)
       r->to_user.execute(stream, {{DNNL_ARG_FROM, args.at(r->arg)}, {DNNL_ARG_TO, user}});
     stream.wait();
+    if (made_for != nullptr) {
+      kept_weights().keep(weights.version, weights.data, made_for->internal, made_weights);
+      detail::count_weight_reuse(false);
+    }
   } catch (const dnnl::error& err) {
     LOOM_FAIL("conv2d: oneDNN's ", e.impl, " kernel failed: ", err.what());
   }
@@ -473,7 +574,10 @@ Ways ways_of(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
 // a pointwise convolution has its matrix product only without a bias, so
 // for it the bias is part of the decision's key.
 Key choice_key(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias) {
-  return Key{g, int(pass), int(dtype), get_num_threads(), bias && pointwise(g, false), 0};
+  // Under WeightReuse the ways are timed with the weights already in their
+  // layouts (as later micro-batches run them): a choice of its own.
+  return Key{g, int(pass), int(dtype), get_num_threads(), bias && pointwise(g, false), 0,
+             WeightReuse::is_enabled()};
 }
 
 // The entry of the way timed fastest among `ways`, or null before the timing.
@@ -537,25 +641,27 @@ std::string implementation(ConvPass pass, const ConvGeometry& g, DType dtype, bo
 }
 
 void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
-                    const void* bias, void* out) {
+                    const void* bias, void* out, const WeightVersion& weight_version) {
   const Descs d = descs(g, dtype);
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(d.src, input)},
                                              {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
                                              {DNNL_ARG_DST, wrap(d.dst, out)}};
   if (bias != nullptr) args[DNNL_ARG_BIAS] = wrap(d.bias, bias);
+  const WeightRead read{weight, weight_version};
   run_pass(ConvPass::kForward, g, dtype, bias != nullptr, nullptr,
-           [&](const Entry& e, Reordered*) { execute(e, args); });
+           [&](const Entry& e, Reordered*) { execute(e, args, nullptr, read); });
 }
 
 namespace {
 void backward_data(const ConvGeometry& g, DType dtype, const void* weight, const void* grad_out,
-                   void* grad_input, Reordered* shared) {
+                   void* grad_input, Reordered* shared, const WeightVersion& weight_version) {
   const Descs d = descs(g, dtype);
   const std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, wrap(d.dst, grad_out)},
                                                    {DNNL_ARG_WEIGHTS, wrap(d.weights, weight)},
                                                    {DNNL_ARG_DIFF_SRC, wrap(d.src, grad_input)}};
+  const WeightRead read{weight, weight_version};
   run_pass(ConvPass::kBackwardData, g, dtype, false, shared,
-           [&](const Entry& e, Reordered* sh) { execute(e, args, sh); });
+           [&](const Entry& e, Reordered* sh) { execute(e, args, sh, read); });
 }
 
 void backward_weights(const ConvGeometry& g, DType dtype, const void* input,
@@ -572,8 +678,9 @@ void backward_weights(const ConvGeometry& g, DType dtype, const void* input,
 }  // namespace
 
 void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight,
-                          const void* grad_out, void* grad_input) {
-  backward_data(g, dtype, weight, grad_out, grad_input, nullptr);
+                          const void* grad_out, void* grad_input,
+                          const WeightVersion& weight_version) {
+  backward_data(g, dtype, weight, grad_out, grad_input, nullptr, weight_version);
 }
 
 void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* input,
@@ -583,11 +690,13 @@ void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* inp
 
 void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
                      const void* grad_out, void* grad_input, void* grad_weight,
-                     void* grad_bias) {
+                     void* grad_bias, const WeightVersion& weight_version) {
   Reordered shared;
-  backward_data(g, dtype, weight, grad_out, grad_input, &shared);
+  backward_data(g, dtype, weight, grad_out, grad_input, &shared, weight_version);
   backward_weights(g, dtype, input, grad_out, grad_weight, grad_bias, &shared);
 }
+
+void clear_kept_weights() { kept_weights().clear(); }
 
 std::string describe() {
   const dnnl_version_t* v = dnnl_version();

@@ -11,6 +11,8 @@
 // devices are safe.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "tensor/DType.h"
@@ -55,20 +57,39 @@ bool available(ConvPass pass, const ConvGeometry& g, DType dtype);
 // available() first.
 std::string implementation(ConvPass pass, const ConvGeometry& g, DType dtype, bool bias);
 
+// Which weight tensor a pass reads, at which version, for passes that may
+// keep its reordered copy (tensor/WeightReuse.h): the tensor's version
+// counter (shared by its views; kept alive by the copy, so no other tensor
+// takes its address) and the counter's value.  No counter: the pass reorders
+// the weights for itself alone, as always.
+struct WeightVersion {
+  std::shared_ptr<const void> counter;
+  uint64_t version = 0;
+};
+
 // The passes, on dense buffers of dtype (float32 or bfloat16): NCHW
 // activations as tensor/cpu/Convolution.h's, or NHWC with g.channels_last;
-// OIHW weights.  bias and grad_bias may be null.
+// OIHW weights.  bias and grad_bias may be null.  Passes that read the
+// weights reuse a copy kept for `weight_version` in the layout they want, or
+// keep the one they make.
 void conv2d_forward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
-                    const void* bias, void* out);
+                    const void* bias, void* out, const WeightVersion& weight_version = {});
 void conv2d_backward_data(const ConvGeometry& g, DType dtype, const void* weight,
-                          const void* grad_out, void* grad_input);
+                          const void* grad_out, void* grad_input,
+                          const WeightVersion& weight_version = {});
 void conv2d_backward_weights(const ConvGeometry& g, DType dtype, const void* input,
                              const void* grad_out, void* grad_weight, void* grad_bias);
 // Both backward passes (grad_weight not null): the output gradient is
 // reordered into the primitives' layout once when both read it in the same
 // one (a quarter of the activation reorders of a training step).
 void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, const void* weight,
-                     const void* grad_out, void* grad_input, void* grad_weight, void* grad_bias);
+                     const void* grad_out, void* grad_input, void* grad_weight, void* grad_bias,
+                     const WeightVersion& weight_version = {});
+
+// Drops every kept weight copy (tests; the copies are also bounded: past
+// kKeptWeightBytes in all the oldest go).
+void clear_kept_weights();
+constexpr int64_t kKeptWeightBytes = int64_t(1) << 30;
 
 // oneDNN's version and the instruction set its kernels use here, e.g.
 // "oneDNN 2.6.3, avx2" (for benchmark tables).
