@@ -417,13 +417,9 @@ class KeptWeights {
     }
   }
 
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    kept_.clear();
-    bytes_ = 0;
-  }
-
  private:
+  static constexpr int64_t kKeptWeightBytes = int64_t(1) << 30;
+
   struct Kept {
     std::shared_ptr<const void> counter;
     const void* data;
@@ -695,8 +691,6 @@ void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, cons
   backward_data(g, dtype, weight, grad_out, grad_input, &shared, weight_version);
   backward_weights(g, dtype, input, grad_out, grad_weight, grad_bias, &shared);
 }
-
-void clear_kept_weights() { kept_weights().clear(); }
 
 std::string describe() {
   const dnnl_version_t* v = dnnl_version();

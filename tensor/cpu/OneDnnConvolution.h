@@ -86,11 +86,6 @@ void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, cons
                      const void* grad_out, void* grad_input, void* grad_weight, void* grad_bias,
                      const WeightVersion& weight_version = {});
 
-// Drops every kept weight copy (tests; the copies are also bounded: past
-// kKeptWeightBytes in all the oldest go).
-void clear_kept_weights();
-constexpr int64_t kKeptWeightBytes = int64_t(1) << 30;
-
 // oneDNN's version and the instruction set its kernels use here, e.g.
 // "oneDNN 2.6.3, avx2" (for benchmark tables).
 std::string describe();

@@ -8,6 +8,7 @@
 #include "examples/model_parallel/ModelParallelResNet50.h"
 #include "examples/model_parallel/PipelineParallelResNet50.h"
 #include "examples/model_parallel/StreamPipelineResNet50.h"
+#include "tensor/WeightReuse.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -72,6 +73,11 @@ class ModelParallelTest : public ::testing::Test {
     // In train mode batch norm sees each micro-batch alone, so the reference
     // runs the same micro-batches one by one (what the pipeline promises).
     const int64_t split = micro_batch_ > 0 ? micro_batch_ : kBatch;
+    // The pipelines reuse weights (tensor/WeightReuse.h), and the timed
+    // kernel choices are made apart under it: the reference runs in the same
+    // mode, so both run the kernels chosen for the same shapes.
+    const auto* pipeline = dynamic_cast<const examples::PipelineParallelResNet50Impl*>(&model);
+    WeightReuseGuard reuse(pipeline != nullptr && pipeline->reuse_weights());
     Result want;
     {
       reference_->zero_grad();
