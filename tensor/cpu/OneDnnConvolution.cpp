@@ -385,7 +385,7 @@ class KeptWeights {
   Tensor find(const WeightVersion& id, const void* data, const dnnl::memory::desc& desc) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (it->counter != id.counter || it->data != data || it->desc != desc) continue;
+      if (!it->copies(id, data, desc)) continue;
       if (it->version == id.version) return it->bytes;
       bytes_ -= it->bytes.nbytes();
       kept_.erase(it);
@@ -399,8 +399,7 @@ class KeptWeights {
             const Tensor& bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const Kept& k : kept_)  // another thread kept the same copy meanwhile
-      if (k.counter == id.counter && k.data == data && k.desc == desc && k.version == id.version)
-        return;
+      if (k.copies(id, data, desc) && k.version == id.version) return;
     for (auto it = kept_.begin(); it != kept_.end();) {
       if (it->counter.use_count() > 1) {
         ++it;
@@ -426,6 +425,11 @@ class KeptWeights {
     uint64_t version;
     dnnl::memory::desc desc;
     Tensor bytes;
+    // Whether this is a copy of the weights at `data` of `id`'s tensor in
+    // layout `desc` (at any version).
+    bool copies(const WeightVersion& id, const void* at, const dnnl::memory::desc& layout) const {
+      return counter == id.counter && data == at && desc == layout;
+    }
   };
   std::mutex mutex_;
   std::deque<Kept> kept_;
