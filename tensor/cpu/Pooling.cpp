@@ -46,34 +46,71 @@ void max_pool_plane(const PoolGeometry& g, const T* in, T* o, int64_t* ix) {
   }
 }
 
-// 8 floats at p, p + s, ..., p + 7 s (lane_s holds 0, s, ..., 7 s).
-inline __m256 load_strided(const float* p, int64_t s, __m256i lane_s) {
-  if (s == 1) return _mm256_loadu_ps(p);
+// 8 floats at p, p + s, ..., p + 7 s (lane_s holds 0, s, ..., 7 s).  With
+// readable < the floats the load spans, only p[0, readable) is read and the
+// lanes past it hold 0: a row's last block, whose lanes past the row are
+// never stored.
+inline __m256 load_strided(const float* p, int64_t s, __m256i lane_s, int64_t readable) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int64_t span = s == 1 ? 8 : s == 2 ? 16 : 7 * s + 1;
+  if (readable >= span) {
+    if (s == 1) return _mm256_loadu_ps(p);
+    if (s == 2) {
+      const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+      return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8));
+    }
+    return _mm256_i32gather_ps(p, lane_s, 4);
+  }
+  const __m256i limit = _mm256_set1_epi32(static_cast<int32_t>(std::max<int64_t>(readable, 0)));
+  if (s == 1) return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(limit, lane));
   if (s == 2) {
-    const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    const __m256i eight = _mm256_set1_epi32(8);
+    const __m256 lo = _mm256_maskload_ps(p, _mm256_cmpgt_epi32(limit, lane));
+    const __m256 hi = _mm256_maskload_ps(p + 8, _mm256_cmpgt_epi32(limit, _mm256_add_epi32(lane, eight)));
+    const __m256 even = _mm256_shuffle_ps(lo, hi, 0x88);
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8));
   }
-  return _mm256_i32gather_ps(p, lane_s, 4);
+  const __m256 in_row = _mm256_castsi256_ps(_mm256_cmpgt_epi32(limit, lane_s));
+  return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, lane_s, in_row, 4);
+}
+
+// Whether every window of g lies inside the plane (no padding, and no
+// ceil_mode window past the edge): the taps then read the plane itself.
+bool windows_inside(const PoolGeometry& g) {
+  return g.pad_h == 0 && g.pad_w == 0 &&
+         (g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h < g.height &&
+         (g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w < g.width;
+}
+
+// n copies of -inf at p.
+void fill_minus_infinity(float* p, int64_t n) {
+  const __m256 v = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, v);
+  for (; i < n; ++i) p[i] = -std::numeric_limits<float>::infinity();
 }
 
 // One float plane, 8 outputs at a time with selects instead of branches
-// (random data makes the max comparison unpredictable).  Window taps read a
-// -inf-bordered copy of the plane (or the plane itself when no tap or load
-// can leave it), so no tap needs a bounds check.  The last block of a row is
-// shifted back to end at OW; rows narrower than 8 store through a mask.
+// (random data makes the max comparison unpredictable).  When every window
+// lies inside the plane the taps read it directly (a row's last loads
+// through a mask); otherwise they read a -inf-bordered copy, so no tap needs
+// a bounds check.  The last block of a row is shifted back to end at OW;
+// rows narrower than 8 store through a mask.
 void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_t* ix,
                         std::vector<float>& pad) {
   const int64_t H = g.height, W = g.width, OH = g.out_h, OW = g.out_w;
   const int64_t sh = g.stride_h, sw = g.stride_w, dh = g.dilation_h, dw = g.dilation_w;
-  // Columns the vector loads touch: 8 lanes (16 floats for the stride-2 deinterleave).
-  const int64_t span = sw == 1 ? 8 : sw == 2 ? 16 : 7 * sw + 1;
   const int64_t last_block = std::max<int64_t>(OW - 8, 0);
-  const int64_t rows = std::max((OH - 1) * sh + (g.kernel_h - 1) * dh + 1, g.pad_h + H);
-  const int64_t cols = std::max(last_block * sw + (g.kernel_w - 1) * dw + span, g.pad_w + W);
+  const bool inside = windows_inside(g);
   const float* src = in;
   int64_t ld = W;
-  if (g.pad_h != 0 || g.pad_w != 0 || rows > H || cols > W) {
-    pad.assign(rows * cols, -std::numeric_limits<float>::infinity());
+  if (!inside) {
+    // Columns the vector loads touch: 8 lanes (16 floats for the stride-2 deinterleave).
+    const int64_t span = sw == 1 ? 8 : sw == 2 ? 16 : 7 * sw + 1;
+    const int64_t rows = std::max((OH - 1) * sh + (g.kernel_h - 1) * dh + 1, g.pad_h + H);
+    const int64_t cols = std::max(last_block * sw + (g.kernel_w - 1) * dw + span, g.pad_w + W);
+    pad.resize(rows * cols);
+    fill_minus_infinity(pad.data(), rows * cols);
     for (int64_t h = 0; h < H; ++h)
       std::copy(in + h * W, in + (h + 1) * W, pad.data() + (h + g.pad_h) * cols + g.pad_w);
     src = pad.data();
@@ -83,7 +120,7 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
   const __m256i lane_s = _mm256_mullo_epi32(lane, _mm256_set1_epi32(static_cast<int32_t>(sw)));
   for (int64_t oh = 0; oh < OH; ++oh) {
     const int64_t hs = oh * sh - g.pad_h;  // input row of tap 0
-    const auto [h0, h1] = window_taps(hs, g.kernel_h, dh, H);
+    const auto [h0, h1] = inside ? WindowTaps{hs, hs + 1} : window_taps(hs, g.kernel_h, dh, H);
     for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
       const int64_t b = std::min(ow0, last_block);
       // PyTorch's initial index: the first in-bounds tap of each window.
@@ -107,7 +144,7 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
         const float* row = src + (h + g.pad_h) * ld;
         for (int64_t j = 0; j < g.kernel_w; ++j) {
           const int64_t w = b * sw - g.pad_w + j * dw;  // input column of lane 0
-          const __m256 v = load_strided(row + w + g.pad_w, sw, lane_s);
+          const __m256 v = load_strided(row + w + g.pad_w, sw, lane_s, ld - w - g.pad_w);
           const __m256i cand =
               _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(h * W + w)), lane_s);
           const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ),

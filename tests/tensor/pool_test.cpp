@@ -76,9 +76,14 @@ TEST(MaxPool2d, VectorPathMatchesScalarPath) {
       {{2, 2}, {}, {0, 0}, {1, 1}, false},  {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
       {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true}, {{2, 3}, {1, 1}, {1, 1}, {2, 1}, false},
       {{3, 2}, {3, 3}, {1, 0}, {1, 2}, true}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}, true},
+      // Windows inside the plane: the taps read it directly, the rows' last
+      // loads through a mask (strides 1, 2 and a gather's 3).
+      {{3, 3}, {1, 1}, {0, 0}, {1, 1}, false}, {{3, 3}, {3, 3}, {0, 0}, {1, 1}, false},
+      {{2, 2}, {1, 1}, {0, 0}, {2, 2}, false}, {{2, 3}, {2, 2}, {0, 0}, {1, 2}, false},
   };
   Generator gen(11);
-  for (const IntList& shape : {IntList{2, 3, 21, 38}, IntList{2, 3, 14, 14}, IntList{1, 2, 7, 5}}) {
+  for (const IntList& shape : {IntList{2, 3, 21, 38}, IntList{2, 3, 14, 14}, IntList{1, 2, 7, 5},
+                               IntList{2, 3, 28, 28}, IntList{1, 2, 9, 13}, IntList{1, 1, 3, 17}}) {
     const Tensor x = randn(shape, kFloat32, &gen);
     for (const Case& c : cases) {
       auto [yf, idf] = max_pool2d_with_indices(x, c.k, c.s, c.p, c.d, c.ceil);
