@@ -1,9 +1,24 @@
 #include "nn/modules/Container.h"
 
+#include <typeinfo>
+
+#include "nn/modules/Activation.h"
+#include "nn/modules/BatchNorm.h"
+
 namespace loom {
 namespace nn {
 
 namespace {
+// The batch norm whose output child `next` only passes through a ReLU, when
+// `m` is a plain BatchNorm1d/2d (not a subclass with its own forward, such as
+// SyncBatchNorm) and `next` a ReLU: Sequential then runs the two as one
+// batch_norm_relu, one pass over the activations instead of two each way.
+BatchNormBase* batch_norm_before_relu(Module& m, const Module* next) {
+  if (next == nullptr || typeid(*next) != typeid(ReLUImpl)) return nullptr;
+  if (typeid(m) != typeid(BatchNorm2dImpl) && typeid(m) != typeid(BatchNorm1dImpl)) return nullptr;
+  return static_cast<BatchNormBase*>(&m);
+}
+
 int64_t wrap_index(int64_t index, size_t size, const char* what) {
   const int64_t n = static_cast<int64_t>(size);
   LOOM_CHECK(index >= -n && index < n, what, ": index ", index, " is out of range for ", n,
@@ -32,6 +47,12 @@ Tensor SequentialImpl::forward(const Tensor& input) {
   const auto names = children_.keys();
   for (size_t i = 0; i < modules_.size(); ++i) {
     try {
+      const Module* next = i + 1 < modules_.size() ? modules_[i + 1].get() : nullptr;
+      if (BatchNormBase* bn = batch_norm_before_relu(*modules_[i], next)) {
+        x = bn->forward_relu(x);
+        ++i;  // the ReLU ran inside
+        continue;
+      }
       x = modules_[i]->forward(x);
     } catch (const Error& e) {
       throw Error(std::string("Sequential: in child (") + names[i] + ") " +

@@ -31,6 +31,8 @@ class SequentialImpl : public Module {
   void push_back(const std::string& name, std::shared_ptr<Module> module);
 
   // Runs every child's forward in order.  An error names the failing child.
+  // A BatchNorm1d/2d followed by a ReLU runs as one fused pass
+  // (BatchNormBase::forward_relu: the same values and gradients).
   Tensor forward(const Tensor& input) override;
   size_t size() const { return modules_.size(); }
   bool empty() const { return modules_.empty(); }
