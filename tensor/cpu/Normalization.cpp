@@ -57,39 +57,33 @@ double run_dot_dev(const T* dy, const T* x, int64_t n, A mean) {
   return static_cast<double>(acc);
 }
 
-// The backward with a fused ReLU reads dy where the forward's output y > 0
-// and 0 elsewhere (ReLU's backward, NaN outputs masked too): the loops below
-// are those above with that mask, adding the same terms in the same order
-// (a masked term adds +0, as the separate ReLU backward's zero would).
-template <typename A, typename T>
-double run_masked_sum(const T* dy, const T* y, int64_t n) {
-  A acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += y[i] > T(0) ? static_cast<A>(dy[i]) : A(0);
-  return static_cast<double>(acc);
-}
-
-template <typename A, typename T>
-double run_masked_dot_dev(const T* dy, const T* y, const T* x, int64_t n, A mean) {
-  A acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i)
-    acc += (y[i] > T(0) ? static_cast<A>(dy[i]) : A(0)) * (static_cast<A>(x[i]) - mean);
-  return static_cast<double>(acc);
-}
-
-// The backward's two sums over a run: sum(dy) and sum(dy * (x - mean)), dy
-// masked by y when y is given.
+// The backward's two sums over a run, in one pass over dy and x: sum(dy)
+// and sum(dy * (x - mean)).  With y given, dy is read where the forward's
+// output y > 0 and as 0 elsewhere (the fused ReLU's backward, NaN outputs
+// masked too), adding the same terms in the same order as the unmasked loop
+// would after a separate ReLU backward (a masked term adds +0, as its zero
+// would).
 template <typename A, typename T>
 void run_grad_sums(const T* dy, const T* y, const T* x, int64_t n, A mean, double& sum_dy,
                    double& sum_dy_xmu) {
+  A acc = 0, dot = 0;
   if (y != nullptr) {
-    sum_dy += run_masked_sum<A>(dy, y, n);
-    sum_dy_xmu += run_masked_dot_dev<A>(dy, y, x, n, mean);
-    return;
+#pragma omp simd reduction(+ : acc, dot)
+    for (int64_t i = 0; i < n; ++i) {
+      const A g = y[i] > T(0) ? static_cast<A>(dy[i]) : A(0);
+      acc += g;
+      dot += g * (static_cast<A>(x[i]) - mean);
+    }
+  } else {
+#pragma omp simd reduction(+ : acc, dot)
+    for (int64_t i = 0; i < n; ++i) {
+      const A g = static_cast<A>(dy[i]);
+      acc += g;
+      dot += g * (static_cast<A>(x[i]) - mean);
+    }
   }
-  sum_dy += run_sum<A>(dy, n);
-  sum_dy_xmu += run_dot_dev<A>(dy, x, n, mean);
+  sum_dy += static_cast<double>(acc);
+  sum_dy_xmu += static_cast<double>(dot);
 }
 
 // y = a * x + b, plus the residual r[i] when r is given, then max(y, 0)
