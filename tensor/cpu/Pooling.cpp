@@ -46,14 +46,17 @@ void max_pool_plane(const PoolGeometry& g, const T* in, T* o, int64_t* ix) {
   }
 }
 
+// The floats a load of 8 lanes at stride s spans (16 for stride 2: two
+// loads, deinterleaved).
+inline int64_t strided_span(int64_t s) { return s == 1 ? 8 : s == 2 ? 16 : 7 * s + 1; }
+
 // 8 floats at p, p + s, ..., p + 7 s (lane_s holds 0, s, ..., 7 s).  With
 // readable < the floats the load spans, only p[0, readable) is read and the
 // lanes past it hold 0: a row's last block, whose lanes past the row are
 // never stored.
 inline __m256 load_strided(const float* p, int64_t s, __m256i lane_s, int64_t readable) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const int64_t span = s == 1 ? 8 : s == 2 ? 16 : 7 * s + 1;
-  if (readable >= span) {
+  if (readable >= strided_span(s)) {
     if (s == 1) return _mm256_loadu_ps(p);
     if (s == 2) {
       const __m256 even = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
@@ -64,9 +67,9 @@ inline __m256 load_strided(const float* p, int64_t s, __m256i lane_s, int64_t re
   const __m256i limit = _mm256_set1_epi32(static_cast<int32_t>(std::max<int64_t>(readable, 0)));
   if (s == 1) return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(limit, lane));
   if (s == 2) {
-    const __m256i eight = _mm256_set1_epi32(8);
+    const __m256i lane_hi = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
     const __m256 lo = _mm256_maskload_ps(p, _mm256_cmpgt_epi32(limit, lane));
-    const __m256 hi = _mm256_maskload_ps(p + 8, _mm256_cmpgt_epi32(limit, _mm256_add_epi32(lane, eight)));
+    const __m256 hi = _mm256_maskload_ps(p + 8, _mm256_cmpgt_epi32(limit, lane_hi));
     const __m256 even = _mm256_shuffle_ps(lo, hi, 0x88);
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8));
   }
@@ -105,8 +108,7 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
   const float* src = in;
   int64_t ld = W;
   if (!inside) {
-    // Columns the vector loads touch: 8 lanes (16 floats for the stride-2 deinterleave).
-    const int64_t span = sw == 1 ? 8 : sw == 2 ? 16 : 7 * sw + 1;
+    const int64_t span = strided_span(sw);  // columns one vector load touches
     const int64_t rows = std::max((OH - 1) * sh + (g.kernel_h - 1) * dh + 1, g.pad_h + H);
     const int64_t cols = std::max(last_block * sw + (g.kernel_w - 1) * dw + span, g.pad_w + W);
     pad.resize(rows * cols);
@@ -120,7 +122,8 @@ void max_pool_plane_f32(const PoolGeometry& g, const float* in, float* o, int64_
   const __m256i lane_s = _mm256_mullo_epi32(lane, _mm256_set1_epi32(static_cast<int32_t>(sw)));
   for (int64_t oh = 0; oh < OH; ++oh) {
     const int64_t hs = oh * sh - g.pad_h;  // input row of tap 0
-    const auto [h0, h1] = inside ? WindowTaps{hs, hs + 1} : window_taps(hs, g.kernel_h, dh, H);
+    const auto [h0, h1] = inside ? WindowTaps{hs, hs + (g.kernel_h - 1) * dh + 1}
+                                 : window_taps(hs, g.kernel_h, dh, H);
     for (int64_t ow0 = 0; ow0 < OW; ow0 += 8) {
       const int64_t b = std::min(ow0, last_block);
       // PyTorch's initial index: the first in-bounds tap of each window.
