@@ -27,27 +27,17 @@
 #include <vector>
 
 #include "autograd/Node.h"
+#include "tensor/ThreadLocalMode.h"
 
 namespace loom {
 namespace autograd {
 
-struct DeferWeightGrad {
-  static bool is_enabled();
-  static void set_enabled(bool enabled);
-};
+struct DeferWeightGrad : ThreadLocalMode<DeferWeightGrad, /*kEnabledByDefault=*/false> {};
 
 // Records split (deferred) weight gradients until the end of the scope.
-class DeferWeightGradGuard {
+class DeferWeightGradGuard : public ModeGuard<DeferWeightGrad> {
  public:
-  explicit DeferWeightGradGuard(bool enabled = true) : previous_(DeferWeightGrad::is_enabled()) {
-    DeferWeightGrad::set_enabled(enabled);
-  }
-  ~DeferWeightGradGuard() { DeferWeightGrad::set_enabled(previous_); }
-  DeferWeightGradGuard(const DeferWeightGradGuard&) = delete;
-  DeferWeightGradGuard& operator=(const DeferWeightGradGuard&) = delete;
-
- private:
-  bool previous_;
+  explicit DeferWeightGradGuard(bool enabled = true) : ModeGuard(enabled) {}
 };
 
 // ---- for ops whose weight halves coalesce (Node::apply_coalesced) -------------

@@ -1,40 +1,23 @@
-// Grad mode: whether ops record the graph on this thread.  NoGradGuard turns
-// it off for a scope (inference, optimizer steps), as torch::NoGradGuard.
+// Grad mode: whether ops record the graph on this thread (and in the
+// closures it submits to streams).  NoGradGuard turns it off for a scope
+// (inference, optimizer steps), as torch::NoGradGuard.
 #pragma once
+
+#include "tensor/ThreadLocalMode.h"
 
 namespace loom {
 namespace autograd {
 
-struct GradMode {
-  static bool is_enabled();
-  static void set_enabled(bool enabled);
-};
+struct GradMode : ThreadLocalMode<GradMode, /*kEnabledByDefault=*/true> {};
 
 // Disables graph recording until the end of the scope.
-class NoGradGuard {
+class NoGradGuard : public ModeGuard<GradMode> {
  public:
-  NoGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
+  NoGradGuard() : ModeGuard(false) {}
 };
 
 // Sets grad mode to `enabled` until the end of the scope.
-class AutoGradMode {
- public:
-  explicit AutoGradMode(bool enabled) : previous_(GradMode::is_enabled()) {
-    GradMode::set_enabled(enabled);
-  }
-  ~AutoGradMode() { GradMode::set_enabled(previous_); }
-  AutoGradMode(const AutoGradMode&) = delete;
-  AutoGradMode& operator=(const AutoGradMode&) = delete;
-
- private:
-  bool previous_;
-};
+using AutoGradMode = ModeGuard<GradMode>;
 
 }  // namespace autograd
 

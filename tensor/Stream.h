@@ -11,7 +11,7 @@
 //
 // What a closure sees on the worker:
 //   - the submitting thread's thread-local state registered with
-//     register_stream_state() (//autograd registers GradMode, so forward ops
+//     register_stream_state() (tensor/StreamState.h: GradMode, so forward ops
 //     submitted to cpu:1 record autograd history exactly as on the caller;
 //     backward then runs on the engine's device threads);
 //   - current_stream(device) == the stream that runs it;
@@ -90,6 +90,7 @@
 #include <string>
 
 #include "tensor/Device.h"
+#include "tensor/StreamState.h"
 
 namespace loom {
 
@@ -221,15 +222,5 @@ class StreamGuard {
 // one device (0 restores the default); n < 0 or a non-CPU device throws.
 void set_device_num_threads(Device device, int n);
 int device_num_threads(Device device);
-
-// Thread-local state a stream carries from the submitting thread to the
-// worker: get() runs at submit() on the submitting thread; set(value) runs on
-// the worker before the closure, and set(previous) after it.  Registered once
-// per process (static initialisers); //autograd registers GradMode.
-struct StreamStateHook {
-  std::function<int64_t()> get;
-  std::function<void(int64_t)> set;
-};
-void register_stream_state(StreamStateHook hook);
 
 }  // namespace loom

@@ -21,25 +21,16 @@
 
 #include <cstdint>
 
+#include "tensor/ThreadLocalMode.h"
+
 namespace loom {
 
-struct WeightReuse {
-  static bool is_enabled();
-  static void set_enabled(bool enabled);
-};
+struct WeightReuse : ThreadLocalMode<WeightReuse, /*kEnabledByDefault=*/false> {};
 
 // Reuses reordered weights until the end of the scope (see above).
-class WeightReuseGuard {
+class WeightReuseGuard : public ModeGuard<WeightReuse> {
  public:
-  explicit WeightReuseGuard(bool enabled = true) : previous_(WeightReuse::is_enabled()) {
-    WeightReuse::set_enabled(enabled);
-  }
-  ~WeightReuseGuard() { WeightReuse::set_enabled(previous_); }
-  WeightReuseGuard(const WeightReuseGuard&) = delete;
-  WeightReuseGuard& operator=(const WeightReuseGuard&) = delete;
-
- private:
-  bool previous_;
+  explicit WeightReuseGuard(bool enabled = true) : ModeGuard(enabled) {}
 };
 
 // How often kernels reused a kept weight copy and how often they made one,
