@@ -88,8 +88,12 @@ for ((r = 1; r <= rounds; ++r)); do
 
   out=$(mktemp -d)
   # The experiment's answer is its best split size; the two that win on
-  # these machines (4 and 8 images per micro-batch) are timed.
-  split_args=(--image-size 128 --batch-size 32 --num-batches 1 --repeats 2 --warmup 1
+  # these machines (4 and 8 images per micro-batch) are timed.  Three
+  # warm-up rounds: the caching allocator takes until the fourth run of every
+  # configuration to hold blocks for all of them (runs 2 and 3 of the single
+  # device still page in fresh ones, +0.25-0.45 s on a Zen 5; with one
+  # warm-up round that overstated the speed-up as 1.78-1.98x against 1.55x).
+  split_args=(--image-size 128 --batch-size 32 --num-batches 1 --repeats 2 --warmup 3
     --split-sizes 4,8 --pipelined-split 4 --no-plot --out-dir "$out")
   ((quick)) && split_args=(--image-size 64 --batch-size 8 --num-batches 1 --repeats 1 --warmup 0
     --split-sizes 4 --pipelined-split 4 --no-plot --out-dir "$out")
