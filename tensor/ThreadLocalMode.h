@@ -2,13 +2,14 @@
 // submitted them (tensor/Stream.h), and the guard that sets it for a scope.
 // loom's modes are each one line:
 //
-//   struct WeightReuse : ThreadLocalMode<WeightReuse, /*enabled_by_default=*/false> {};
+//   struct WeightReuse : ThreadLocalMode<WeightReuse, /*kEnabledByDefault=*/false> {};
 //   WeightReuse::is_enabled();  WeightReuse::set_enabled(true);
 //   ModeGuard<WeightReuse> guard(true);  // restores the previous value at scope end
 //
-// The first use of a mode registers it with register_stream_state, so a
-// closure runs with its submitter's value and the worker's own value is put
-// back afterwards.
+// A mode registers itself with register_stream_state during static
+// initialisation of any binary whose code reads it (is_enabled names the
+// registration, so the template instantiates it), so a closure runs with
+// its submitter's value and the worker's own value is put back afterwards.
 #pragma once
 
 #include <cstdint>
