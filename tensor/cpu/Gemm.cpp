@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include <Eigen/Core>
 #include <dnnl.h>
@@ -90,6 +91,9 @@ constexpr int64_t kNR = 32;    // columns of the register tile (2 zmm)
 constexpr int64_t kKC = 256;   // depth of a packed block
 constexpr int64_t kMC = 256;   // rows of a packed A block (L2)
 constexpr int64_t kNC = 1024;  // columns of a packed B block
+// Products of at most kMR rows with a B of at least this many elements skip
+// the packing (sgemm_small_m_avx512).
+constexpr int64_t kSmallMMinWork = 4096;
 
 // Per-thread packing buffers, allocated once.
 struct PackBuffers {
@@ -273,6 +277,145 @@ void kernel_8x32(int64_t kc, const float* __restrict ap, const float* __restrict
   store_tile_8x32(acc, c, ldc, alpha, accumulate, rows, cols);
 }
 
+// ---- products of at most kMR rows, unpacked ----------------------------------
+//
+// A linear layer on a few samples (a pipeline's micro-batch of 4 through
+// ResNet's 2048 -> 1000 classifier, say) is a product of m <= 8 rows with a
+// large B.  The packed kernel copies (and, for a transposed B, transposes)
+// all of B to use each element for at most 8 rows: for m = 4 that copy is
+// most of its time.  These kernels read B once, where it is, and keep op(A)
+// (m x k, at most 8 rows) in L1.
+
+// Writes alpha * sum (+ beta * *c).
+inline void store_scaled(float* c, float sum, float alpha, float beta) {
+  *c = beta == 0.f ? alpha * sum : alpha * sum + beta * *c;
+}
+
+// The sum of v's 16 lanes (_mm512_reduce_add_ps trips GCC 12's
+// -Wuninitialized through its undefined-register intrinsics).
+inline float lane_sum(__m512 v) {
+  alignas(64) float lane[16];
+  _mm512_store_ps(lane, v);
+  float sum = 0.f;
+  for (float f : lane) sum += f;
+  return sum;
+}
+
+// The mask of the first `count` (< 16) lanes, or of all 16.
+inline __mmask16 lanes(int64_t count) {
+  return count >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+// op(B) transposed in memory (B is n x k, row j = column j of op(B)):
+// C[i][j] = dot(A row i, B row j).  J rows of B at a time, M rows of A,
+// M * J accumulators, each a 16-lane partial sum over k.
+template <int M, int J>
+void small_m_dots(const float* const* a_rows, const float* b, int64_t ldb, int64_t k, int64_t j,
+                  float alpha, float beta, float* c, int64_t ldc) {
+  __m512 acc[M][J];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int jj = 0; jj < J; ++jj) acc[i][jj] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; p += 16) {
+    const __mmask16 mask = lanes(k - p);
+    __m512 bv[J];
+#pragma GCC unroll 4
+    for (int jj = 0; jj < J; ++jj) bv[jj] = _mm512_maskz_loadu_ps(mask, b + (j + jj) * ldb + p);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m512 av = _mm512_maskz_loadu_ps(mask, a_rows[i] + p);
+#pragma GCC unroll 4
+      for (int jj = 0; jj < J; ++jj) acc[i][jj] = _mm512_fmadd_ps(av, bv[jj], acc[i][jj]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int jj = 0; jj < J; ++jj)
+      store_scaled(c + i * ldc + j + jj, lane_sum(acc[i][jj]), alpha, beta);
+}
+
+// op(B) is B (k x n, row-major): C[i][cols] = sum_p A[i][p] * B[p][cols].
+// V * 16 columns at a time, M rows: M * V accumulators over all of k.
+template <int M, int V>
+void small_m_rows(const float* const* a_rows, const float* b, int64_t ldb, int64_t k, int64_t j,
+                  int64_t n, float alpha, float beta, float* c, int64_t ldc) {
+  __mmask16 mask[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) mask[v] = j + 16 * v < n ? lanes(n - j - 16 * v) : 0;
+  __m512 acc[M][V];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + p * ldb + j + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m512 av = _mm512_set1_ps(a_rows[i][p]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      float* dst = c + i * ldc + j + 16 * v;
+      __m512 out = _mm512_mul_ps(va, acc[i][v]);
+      if (beta != 0.f) out = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], dst), out);
+      _mm512_mask_storeu_ps(dst, mask[v], out);
+    }
+}
+
+template <int M>
+void sgemm_small_m_rows(bool trans_b, int64_t n, int64_t k, float alpha, const float* const* a_rows,
+                        const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // 16 accumulators: M * J (or M * V) <= 16.
+  constexpr int kWide = M <= 4 ? 4 : 2;
+  if (trans_b) {
+    int64_t j = 0;
+    for (; j + kWide <= n; j += kWide)
+      small_m_dots<M, kWide>(a_rows, b, ldb, k, j, alpha, beta, c, ldc);
+    for (; j < n; ++j) small_m_dots<M, 1>(a_rows, b, ldb, k, j, alpha, beta, c, ldc);
+  } else {
+    for (int64_t j = 0; j < n; j += 16 * kWide)
+      small_m_rows<M, kWide>(a_rows, b, ldb, k, j, n, alpha, beta, c, ldc);
+  }
+}
+
+// m in [1, kMR], k >= 1.
+void sgemm_small_m_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                          float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+                          float beta, float* c, int64_t ldc) {
+  // op(A)'s rows: A's own rows, or a transposed A copied row by row.
+  thread_local std::vector<float> a_copy;
+  const float* a_rows[kMR];
+  if (trans_a) {
+    a_copy.resize(static_cast<size_t>(m * k));
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t i = 0; i < m; ++i) a_copy[i * k + p] = a[p * lda + i];
+    for (int64_t i = 0; i < m; ++i) a_rows[i] = a_copy.data() + i * k;
+  } else {
+    for (int64_t i = 0; i < m; ++i) a_rows[i] = a + i * lda;
+  }
+  switch (m) {
+    case 1: return sgemm_small_m_rows<1>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+    case 2: return sgemm_small_m_rows<2>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+    case 3: return sgemm_small_m_rows<3>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+    case 4: return sgemm_small_m_rows<4>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+    case 5: return sgemm_small_m_rows<5>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+    case 6: return sgemm_small_m_rows<6>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+    case 7: return sgemm_small_m_rows<7>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+    default: return sgemm_small_m_rows<8>(trans_b, n, k, alpha, a_rows, b, ldb, beta, c, ldc);
+  }
+}
+
 void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                   int64_t ldc) {
@@ -284,6 +427,10 @@ void sgemm_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, f
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
     return;
   }
+  // C is scaled by beta already (above): from here on beta is 0 or 1.
+  if (m <= kMR && n * k >= kSmallMMinWork)
+    return sgemm_small_m_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                                beta == 0.f ? 0.f : 1.f, c, ldc);
   PackBuffers& buf = pack_buffers();
   for (int64_t jc = 0; jc < n; jc += kNC) {
     const int64_t nc = std::min(kNC, n - jc);

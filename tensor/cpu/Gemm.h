@@ -6,9 +6,11 @@
 //   the transpose of a row-major (k, m) buffer; likewise op(B) is (k, n).
 //
 // float32 runs loom's own packed AVX-512 kernel (8x32 register tile,
-// BLIS-style cache blocking) when the CPU has AVX-512, else Eigen (AVX2/FMA
-// with -march=x86-64-v3).  Other dtypes go through Eigen.  With beta == 0, C
-// is overwritten and never read (it may hold garbage).
+// BLIS-style cache blocking) when the CPU has AVX-512 -- products of at most
+// 8 rows (a linear layer on a few samples) unpacked, reading B once where it
+// is -- else Eigen (AVX2/FMA with -march=x86-64-v3).  Other dtypes go
+// through Eigen.  With beta == 0, C is overwritten and never read (it may
+// hold garbage).
 #pragma once
 
 #include <cstdint>

@@ -64,6 +64,45 @@ TEST(Linalg, MmMatchesNaiveForManyShapesAndLayouts) {
   EXPECT_TRUE(AllClose(mm(a, b), naive_mm(a, b), 1e-4, 1e-3));
 }
 
+// Products of at most 8 rows (a linear layer on a few samples) run unpacked
+// kernels on AVX-512 machines: every row count 1..8, both layouts of each
+// operand, k and n off the 16-lane vector width, beta 0 and 1 (addmm), and
+// views with leading dimensions larger than their widths.
+TEST(Linalg, FewRowProductsMatchNaive) {
+  std::mt19937 rng(11);
+  for (int64_t m = 1; m <= 9; ++m) {
+    for (int layout = 0; layout < 4; ++layout) {
+      const int64_t k = 90 + rng() % 300, n = 60 + rng() % 200;
+      Generator gen(m * 10 + layout);
+      const Tensor a = (layout & 1) ? randn({k, m}, kFloat32, &gen).t() : randn({m, k}, kFloat32, &gen);
+      const Tensor b = (layout & 2) ? randn({n, k}, kFloat32, &gen).t() : randn({k, n}, kFloat32, &gen);
+      ASSERT_EQ(mm(a, b).sizes(), (IntList{m, n}));
+      EXPECT_TRUE(AllClose(mm(a, b), naive_mm(a, b), 1e-4, 1e-4))
+          << "m=" << m << " k=" << k << " n=" << n << " layout " << layout;
+      // C = 0.5 * op(A) op(B) + beta * C straight through the kernel.
+      for (float beta : {1.0f, 0.25f}) {
+        const Tensor c0 = randn({m, n}, kFloat32, &gen);
+        Tensor c = c0.clone();
+        const Tensor ac = a.contiguous(), bc = b.contiguous();
+        const bool ta = layout & 1, tb = layout & 2;
+        const Tensor a_mem = ta ? ac.t().contiguous() : ac, b_mem = tb ? bc.t().contiguous() : bc;
+        cpu::gemm<float>(ta, tb, m, n, k, 0.5f, a_mem.data_ptr<float>(), ta ? m : k,
+                         b_mem.data_ptr<float>(), tb ? k : n, beta, c.data_ptr<float>(), n);
+        const Tensor expected = naive_mm(a, b) * 0.5 + c0.to(kFloat64) * beta;
+        EXPECT_TRUE(AllClose(c, expected, 1e-4, 1e-4))
+            << "alpha 0.5, beta " << beta << ", m=" << m << " k=" << k << " n=" << n;
+      }
+    }
+  }
+  // Operands that are column slices of wider matrices (lda, ldb > width).
+  Generator gen(5);
+  const Tensor a = randn({4, 700}, kFloat32, &gen).slice(1, 3, 603);
+  const Tensor b = randn({600, 350}, kFloat32, &gen).slice(1, 7, 307);
+  EXPECT_TRUE(AllClose(mm(a, b), naive_mm(a.contiguous(), b.contiguous()), 1e-4, 1e-4));
+  EXPECT_TRUE(AllClose(mm(a, b.t().contiguous().t()), naive_mm(a.contiguous(), b.contiguous()),
+                       1e-4, 1e-4));
+}
+
 TEST(Linalg, MmHandlesStridedAndSlicedInputs) {
   Generator gen(3);
   const Tensor big = randn({8, 10}, kFloat64, &gen);
