@@ -3,13 +3,18 @@
 // reorders from and to NCHW inside the timed region) on the convolution shapes
 // of one training step, per shape and weighted by how often the model uses it,
 // and the faster of the two per pass:
-//   bazel run //bench:conv_backends -- [resnet50|resnet18] [reps]
+//   bazel run //bench:conv_backends -- [resnet50|resnet18] [reps] [batch] [image size]
+// (default batch 16 at 224x224 for ResNet-50, 32 at 64x64 for ResNet-18;
+// another image size scales every layer's spatial size with it, e.g. 128
+// for the split_size experiment's shapes).
 // Prints the best milliseconds per pass (forward, input gradient, weight
 // gradient); 0 where a pass is not needed (the stem's input gradient).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
+#include <memory>
 #include <functional>
 #include <random>
 #include <string>
@@ -19,6 +24,7 @@
 #include "tensor/Parallel.h"
 #include "tensor/cpu/Convolution.h"
 #include "tensor/cpu/OneDnnConvolution.h"
+#include "tensor/cpu/Winograd.h"
 
 namespace {
 
@@ -70,6 +76,23 @@ Times time_loom(const ConvGeometry& g, bool need_input, int reps, float* x, floa
     });
   t.bwd_weights = best_ms(
       reps, [&] { loom::cpu::conv2d_backward<float>(g, x, w, gy, nullptr, gw, gb); });
+  return t;
+}
+
+// loom's Winograd F(2x2, 3x3) kernels (tensor/cpu/Winograd.h) where they
+// apply, zeros elsewhere: weights transformed in every call (as without
+// WeightReuse), or with LOOM_BENCH_KEEP_WEIGHTS=1 once (as a pipeline's
+// micro-batches under WeightReuse).
+Times time_winograd(const ConvGeometry& g, bool need_input, int reps, float* x, float* w,
+                    float* b, float* y, float* gy, float* gx) {
+  Times t;
+  if (!loom::cpu::winograd_applies(g)) return t;
+  loom::cpu::onednn::WeightVersion kept;
+  if (const char* keep = std::getenv("LOOM_BENCH_KEEP_WEIGHTS"); keep && *keep == '1')
+    kept = {std::make_shared<int>(0), 1};
+  t.fwd = best_ms(reps, [&] { loom::cpu::winograd_forward(g, x, w, b, y, kept); });
+  if (need_input)
+    t.bwd_data = best_ms(reps, [&] { loom::cpu::winograd_backward_data(g, w, gy, gx, kept); });
   return t;
 }
 
@@ -132,15 +155,24 @@ int main(int argc, char** argv) {
   const std::string model = argc > 1 ? argv[1] : "resnet50";
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
   const bool r50 = model == "resnet50";
-  const int64_t n = r50 ? 16 : 32;
-  const std::vector<Shape> shapes = r50 ? resnet50() : resnet18();
-  std::printf("%s, %d threads, %s batch %lld\n", loom::cpu::onednn::describe().c_str(),
-              loom::get_num_threads(), model.c_str(), (long long)n);
+  const int64_t n = argc > 3 ? std::atoll(argv[3]) : r50 ? 16 : 32;
+  const int64_t base_image = r50 ? 224 : 64;
+  const int64_t image = argc > 4 ? std::atoll(argv[4]) : base_image;
+  if (n < 1 || image < 32 || image % 32 != 0) {
+    std::fprintf(stderr, "conv_backends: batch must be positive and the image size a multiple "
+                         "of 32, got batch %lld, image %lld\n", (long long)n, (long long)image);
+    return 2;
+  }
+  std::vector<Shape> shapes = r50 ? resnet50() : resnet18();
+  for (Shape& s : shapes) s.h = s.h * image / base_image;
+  std::printf("%s, %d threads, %s batch %lld, %lldx%lld images\n",
+              loom::cpu::onednn::describe().c_str(), loom::get_num_threads(), model.c_str(),
+              (long long)n, (long long)image, (long long)image);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
-  Times sum_loom, sum_dnnl, sum_auto;
-  std::printf("%-22s %4s %26s %26s %26s\n", "C,HW->O,k,s", "uses", "loom f/d/w ms",
-              "oneDNN f/d/w ms", "faster f/d/w ms");
+  Times sum_loom, sum_wino, sum_dnnl, sum_auto;
+  std::printf("%-22s %4s %26s %17s %26s %26s\n", "C,HW->O,k,s", "uses", "loom f/d/w ms",
+              "Winograd f/d ms", "oneDNN f/d/w ms", "faster f/d/w ms");
   for (const Shape& s : shapes) {
     const ConvGeometry g = geometry(n, s);
     auto buf = [&](int64_t count) {
@@ -159,20 +191,22 @@ int main(int argc, char** argv) {
                               gy.data(), gx.data(), gw.data(), gb.data());
     const Times d = time_onednn(g, !s.first, reps, x.data(), w.data(), b.data(), y.data(),
                                 gy.data(), gx.data(), gw.data(), gb.data());
-    const Times c = faster(l, d);
-    std::printf("%-22s %4lld %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", name,
-                (long long)s.uses, l.fwd, l.bwd_data, l.bwd_weights, d.fwd, d.bwd_data,
-                d.bwd_weights, c.fwd, c.bwd_data, c.bwd_weights);
-    for (auto [sum, t] : {std::pair<Times*, Times>{&sum_loom, l}, {&sum_dnnl, d},
-                          {&sum_auto, c}}) {
+    const Times wg = time_winograd(g, !s.first, reps, x.data(), w.data(), b.data(), y.data(),
+                                   gy.data(), gx.data());
+    const Times c = faster(faster(l, wg), d);
+    std::printf("%-22s %4lld %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n",
+                name, (long long)s.uses, l.fwd, l.bwd_data, l.bwd_weights, wg.fwd, wg.bwd_data,
+                d.fwd, d.bwd_data, d.bwd_weights, c.fwd, c.bwd_data, c.bwd_weights);
+    for (auto [sum, t] : {std::pair<Times*, Times>{&sum_loom, l}, {&sum_wino, faster(l, wg)},
+                          {&sum_dnnl, d}, {&sum_auto, c}}) {
       sum->fwd += s.uses * t.fwd;
       sum->bwd_data += s.uses * t.bwd_data;
       sum->bwd_weights += s.uses * t.bwd_weights;
     }
   }
   std::printf("\nper step (weighted by uses), ms: fwd / input grad / weight grad / total\n");
-  for (auto [label, t] : {std::pair<const char*, Times>{"loom", sum_loom}, {"oneDNN", sum_dnnl},
-                          {"faster", sum_auto}})
+  for (auto [label, t] : {std::pair<const char*, Times>{"loom", sum_loom},
+                          {"loom+wino", sum_wino}, {"oneDNN", sum_dnnl}, {"faster", sum_auto}})
     std::printf("  %-8s %8.1f %8.1f %8.1f %8.1f\n", label, t.fwd, t.bwd_data, t.bwd_weights,
                 t.total());
   return 0;

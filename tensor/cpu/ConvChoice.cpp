@@ -8,6 +8,7 @@
 #include "tensor/Parallel.h"
 #include "tensor/WeightReuse.h"
 #include "tensor/cpu/TimedChoice.h"
+#include "tensor/cpu/Winograd.h"
 
 namespace loom {
 namespace cpu {
@@ -89,6 +90,18 @@ void run_conv_pass(ConvPass pass, const native::ConvGeometry& g, DType dtype,
   // faster ran last.
   run_onednn();
   choices().store(key, first_is_faster(run_onednn, run_loom));
+}
+
+void run_loom_conv_pass(ConvPass pass, const native::ConvGeometry& g,
+                        const std::function<void()>& run_winograd,
+                        const std::function<void()>& run_direct) {
+  if (!winograd_applies(g)) return run_direct();
+  // Per key, whether Winograd was timed faster.
+  static BackendChoices* winograd_choices = new BackendChoices;  // never destroyed
+  const Key key = key_of(pass, g, kFloat32);
+  bool use_winograd = false;
+  if (winograd_choices->find(key, &use_winograd)) return use_winograd ? run_winograd() : run_direct();
+  winograd_choices->store(key, first_is_faster(run_winograd, run_direct));
 }
 
 ConvChoiceStats conv_choice_stats() {

@@ -1,5 +1,8 @@
 // Which CPU backend runs each convolution pass: loom's own kernels
-// (tensor/cpu/Convolution.h) or oneDNN's (tensor/cpu/OneDnnConvolution.h).
+// (tensor/cpu/Convolution.h; for float32 3x3 stride-1 passes also its
+// Winograd F(2x2, 3x3) kernels, tensor/cpu/Winograd.h, timed against its
+// direct ones: run_loom_conv_pass) or oneDNN's
+// (tensor/cpu/OneDnnConvolution.h).
 //
 // LOOM_CPU_CONV (read once):
 //   auto    (default) A float32 pass that both can run is timed with each
@@ -38,6 +41,16 @@ bool conv_pass_runs(onednn::ConvPass pass, const native::ConvGeometry& g, DType 
 void run_conv_pass(onednn::ConvPass pass, const native::ConvGeometry& g, DType dtype,
                    const std::function<void()>& run_loom,
                    const std::function<void()>& run_onednn);
+
+// Runs loom's side of one float32 pass: its Winograd kernels
+// (tensor/cpu/Winograd.h) or its direct ones, whichever was timed faster
+// the first time this shape came (each twice, interleaved), keyed like the
+// choice above; direct alone where Winograd does not apply.  Winograd wins
+// where the products dominate its transforms (many channels, small images,
+// few images); it loses where its transformed weights outweigh the work.
+void run_loom_conv_pass(onednn::ConvPass pass, const native::ConvGeometry& g,
+                        const std::function<void()>& run_winograd,
+                        const std::function<void()>& run_direct);
 
 // Whether this pass is settled on loom's kernels (pinned, no oneDNN kernel,
 // too small to time, or timed slower in oneDNN): the backward then runs both

@@ -25,6 +25,7 @@
 #include "tensor/WeightReuse.h"
 #include "tensor/cpu/Gemm.h"
 #include "tensor/cpu/ConvChoice.h"
+#include "tensor/cpu/Winograd.h"
 #include "tensor/native/Convolution.h"
 
 namespace loom {
@@ -674,10 +675,20 @@ void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Ten
   run_conv_pass(
       onednn::ConvPass::kForward, g, dtype,
       [&] {
-        dispatch_floating(dtype, "conv2d", [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          conv2d_forward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(bias), ptr<T>(out));
-        });
+        auto direct = [&] {
+          dispatch_floating(dtype, "conv2d", [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            conv2d_forward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(bias), ptr<T>(out));
+          });
+        };
+        if (dtype != kFloat32) return direct();
+        run_loom_conv_pass(
+            onednn::ConvPass::kForward, g,
+            [&] {
+              winograd_forward(g, ptr<float>(input), ptr<float>(weight), ptr<float>(bias),
+                               ptr<float>(out), weight_version(weight));
+            },
+            direct);
       },
       [&] {
         onednn::conv2d_forward(g, dtype, input.data_ptr(), weight.data_ptr(), b,
@@ -712,12 +723,25 @@ void conv2d_backward_kernel(const ConvGeometry& g, const Tensor& input, const Te
                             const Tensor& grad_output, const Tensor& grad_input,
                             const Tensor& grad_weight, const Tensor& grad_bias) {
   const DType dtype = input.dtype();
-  auto run_loom = [&](const Tensor& gi, const Tensor& gw, const Tensor& gb) {
+  auto direct = [&](const Tensor& gi, const Tensor& gw, const Tensor& gb) {
     dispatch_floating(dtype, "conv2d_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       conv2d_backward<T>(g, ptr<T>(input), ptr<T>(weight), ptr<T>(grad_output), ptr<T>(gi),
                          ptr<T>(gw), ptr<T>(gb));
     });
+  };
+  // The input gradient may go to loom's Winograd kernels (ConvChoice.h);
+  // both passes in one call of the direct ones share their im2col.
+  auto run_loom = [&](const Tensor& gi, const Tensor& gw, const Tensor& gb) {
+    if (!gi.defined() || dtype != kFloat32 || !winograd_applies(g)) return direct(gi, gw, gb);
+    run_loom_conv_pass(
+        onednn::ConvPass::kBackwardData, g,
+        [&] {
+          winograd_backward_data(g, ptr<float>(weight), ptr<float>(grad_output), ptr<float>(gi),
+                                 weight_version(weight));
+        },
+        [&] { direct(gi, Tensor(), Tensor()); });
+    if (gw.defined() || gb.defined()) direct(Tensor(), gw, gb);
   };
   const bool weights = grad_weight.defined() || grad_bias.defined();
   if (g.channels_last) return backward_in_onednn(g, input, weight, grad_output, grad_input,

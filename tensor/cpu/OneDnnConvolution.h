@@ -41,7 +41,8 @@ const std::string& channels_last_layout();
 // What LOOM_ONEDNN_ALGORITHM selects, read once: "auto" (unset: a float32
 // 3x3 stride-1 pass is also timed in oneDNN's Winograd kernels, F(4x4, 3x3)
 // on AVX-512, beside the layouts above; NCHW passes then have two ways),
-// "direct" (never Winograd: PyTorch's algorithm; bitwise repeatable with the
+// "direct" (never Winograd, neither oneDNN's nor loom's own F(2x2, 3x3) of
+// tensor/cpu/Winograd.h: PyTorch's algorithm; bitwise repeatable with the
 // layout pinned) or "winograd" (wherever oneDNN has a Winograd kernel for
 // the pass); any other value is a loom::Error.  Winograd's transforms round
 // more: ~1e-6 of the outputs' magnitude against ~1e-7 for direct kernels.
