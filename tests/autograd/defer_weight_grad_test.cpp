@@ -113,6 +113,26 @@ TEST(DeferWeightGrad, StreamClosuresRecordAsTheirSubmitter) {
   EXPECT_EQ(without, 3u);
 }
 
+// A conv layer's weight halves of two micro-batches stack into one product
+// only while a micro-batch's product is short (fewer than 1024 output
+// pixels): beyond that each is as fast alone, and stacking would only copy.
+TEST(DeferWeightGrad, ConvWeightHalvesCoalesceOnlyForFewOutputPixels) {
+  const Tensor w = randn({4, 3, 3, 3}).requires_grad_();
+  DeferWeightGradGuard defer;
+  auto twin_of = [&](Tensor x, int64_t stride) {
+    return conv2d(x.requires_grad_(), w, Tensor(), {stride, stride}, {1, 1})
+        .grad_fn()->next_edges()[3].node;
+  };
+  // 4 images of 8x8 (256 output pixels) with 4 of 8x8, and with 2 of 8x8.
+  EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({4, 3, 8, 8}), 1)));
+  EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({2, 3, 8, 8}), 1)));
+  // 4 images of 16x16: 1024 output pixels; at stride 2, 256.
+  EXPECT_FALSE(twin_of(randn({4, 3, 16, 16}), 1)->coalesces_with(*twin_of(randn({4, 3, 16, 16}), 1)));
+  EXPECT_TRUE(twin_of(randn({4, 3, 16, 16}), 2)->coalesces_with(*twin_of(randn({4, 3, 16, 16}), 2)));
+  // Different image sizes never stack.
+  EXPECT_FALSE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({4, 3, 6, 6}), 1)));
+}
+
 class DeferredGradients : public ::testing::TestWithParam<int64_t> {};
 
 // Same gradients for the input and every parameter, with micro-batches of
