@@ -45,6 +45,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,6 +57,7 @@
 #include "examples/model_parallel/StreamPipelineResNet50.h"
 #include "loom.h"
 #include "tensor/Stream.h"
+#include "tensor/native/KernelProfile.h"
 
 using namespace loom;
 namespace fs = std::filesystem;
@@ -82,6 +84,7 @@ struct Flags {
   bool quick = false;
   bool no_plot = false;
   bool profile_stages = false;
+  bool profile_kernels = false;
   bool no_defer_weight_grad = false;
   bool no_weight_reuse = false;
 };
@@ -142,17 +145,21 @@ void train(nn::Module& model, const std::vector<Batch>& batches,
   optim::SGD optimizer(model.parameters(), optim::SGDOptions(0.001));
   for (const Batch& batch : batches) {
     auto t = now(devices);
+    if (native::kernel_profiling()) native::set_kernel_profile_phase("step");
     optimizer.zero_grad();
     phases.step += seconds_since(t, devices);
     t = now(devices);
+    if (native::kernel_profiling()) native::set_kernel_profile_phase("forward");
     Tensor outputs = model.forward(batch.images.to(input_device));
     Tensor labels = batch.labels.to(outputs.device());
     Tensor loss = mse_loss(outputs, labels);
     phases.forward += seconds_since(t, devices);
     t = now(devices);
+    if (native::kernel_profiling()) native::set_kernel_profile_phase("backward");
     loss.backward();
     phases.backward += seconds_since(t, devices);
     t = now(devices);
+    if (native::kernel_profiling()) native::set_kernel_profile_phase("step");
     optimizer.step();
     phases.step += seconds_since(t, devices);
   }
@@ -255,6 +262,68 @@ void profile_stages(const nn::StateDict& weights, const std::vector<Batch>& batc
   std::fflush(stdout);
 }
 
+// Runs the single device and the pipelined configuration `repeats` more
+// times each under the kernel profile (tensor/native/KernelProfile.h) and
+// prints, per phase and kernel, the self time summed over the threads that
+// ran it: what the pipeline's micro-batches cost in extra work, kernel by
+// kernel, and how much of its two devices' time no kernel used (waiting in
+// a bubble, or the engine's and streams' own work).
+void profile_kernels(std::vector<Config>& configs, const std::vector<Batch>& batches,
+                     const std::vector<Device>& devices, const Flags& f) {
+  struct Profiled {
+    double wall = 0;
+    std::map<std::pair<std::string, std::string>, double> seconds;  // (phase, kernel)
+  };
+  auto profile = [&](Config& c) {
+    use_threads(c.threads, devices);
+    if (auto* pp = dynamic_cast<examples::PipelineParallelResNet50Impl*>(c.model))
+      pp->set_split_size(c.row.split_size);
+    Profiled p;
+    Phases ignored;
+    native::start_kernel_profile();
+    const auto start = now(devices);
+    for (int64_t r = 0; r < f.repeats; ++r) train(*c.model, batches, devices, ignored);
+    p.wall = seconds_since(start, devices) / f.repeats;
+    for (const native::KernelStat& s : native::stop_kernel_profile())
+      p.seconds[{s.phase, s.name}] = s.seconds / f.repeats;
+    return p;
+  };
+  Config* single = nullptr;
+  Config* pipelined = nullptr;
+  for (Config& c : configs) {
+    if (c.row.mode == "single") single = &c;
+    if (c.row.mode == "pipelined") pipelined = &c;
+  }
+  const Profiled a = profile(*single), b = profile(*pipelined);
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const auto& [k, v] : a.seconds) keys.insert(k);
+  for (const auto& [k, v] : b.seconds) keys.insert(k);
+  std::vector<std::pair<std::string, std::string>> order(keys.begin(), keys.end());
+  auto at = [](const Profiled& p, const std::pair<std::string, std::string>& k) {
+    const auto it = p.seconds.find(k);
+    return it == p.seconds.end() ? 0.0 : it->second;
+  };
+  std::sort(order.begin(), order.end(), [&](const auto& x, const auto& y) {
+    return std::max(at(a, x), at(b, x)) > std::max(at(a, y), at(b, y));
+  });
+  std::printf("\nkernel self time per run (s), summed over threads: single vs pipelined split %lld\n",
+              (long long)pipelined->row.split_size);
+  std::printf("  %-9s %-28s %9s %9s %9s\n", "phase", "kernel", "single", "pipelined", "extra");
+  double total_a = 0, total_b = 0;
+  for (const auto& k : order) {
+    const double x = at(a, k), y = at(b, k);
+    total_a += x;
+    total_b += y;
+    if (std::max(x, y) < 0.002) continue;
+    std::printf("  %-9s %-28s %9.3f %9.3f %+9.3f\n", k.first.c_str(), k.second.c_str(), x, y, y - x);
+  }
+  std::printf("  %-38s %9.3f %9.3f %+9.3f\n", "all kernels", total_a, total_b, total_b - total_a);
+  std::printf("  wall time per run: single %.3f s on 1 device; pipelined %.3f s on 2 devices "
+              "= %.3f device-s, of which %.3f s in no kernel\n",
+              a.wall, b.wall, 2 * b.wall, 2 * b.wall - total_b);
+  std::fflush(stdout);
+}
+
 // Sets the intra-op threads: process default (main and autograd engine
 // threads) and, on CPU logical devices, each device's stream workers.
 void use_threads(int threads, const std::vector<Device>& devices) {
@@ -347,6 +416,7 @@ int run(const Flags& f) {
   for (int64_t s : sweep_splits)
     configs.push_back(config("stream_pipeline", s, sp.get(), per_device));
   measure_all(configs, batches, devices, f);
+  if (f.profile_kernels) profile_kernels(configs, batches, devices, f);
 
   std::map<int64_t, Row> plain, stream;
   for (const Config& c : configs) {
@@ -442,6 +512,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-plot", f.no_plot, "Do not call gnuplot");
   app.add_flag("--profile-stages", f.profile_stages,
                "Also time each stage's forward and backward alone (the balance bound on the pipeline)");
+  app.add_flag("--profile-kernels", f.profile_kernels,
+               "After timing, run the single device and the pipelined configuration again "
+               "under the kernel profile and print each kernel's self time side by side");
   app.add_flag("--no-defer-weight-grad", f.no_defer_weight_grad,
                "Pipelines compute each micro-batch's weight gradients right after its input "
                "gradients (without: deferred to when the device would wait; "
