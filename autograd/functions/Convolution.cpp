@@ -41,18 +41,23 @@ class Conv2dBackward final : public Node {
   }
   // Twins of one layer (same weight and geometry, inputs differing only in
   // batch size): their weight gradients are one product over the images of
-  // all of them -- where one micro-batch's product is short.  Its reduction
+  // all of them -- where that is faster than one product per micro-batch:
+  // for a filter larger than 1x1 whose product is short.  The reduction
   // runs over the micro-batch's output pixels; from kCoalesceBelowPixels on
-  // it is as fast per image alone as stacked (ResNet-50's 16x16 and 32x32
-  // layers at 4 images, measured on Zen 5: bench/conv_backends), and
-  // stacking would cost the copy into one buffer and, for every new group
-  // size, a new shape for the kernels' timed choice.
+  // a micro-batch's product is as fast per image alone as stacked, and so
+  // is a 1x1 filter's (a plain matrix product) down to 4 images of 4x4
+  // (ResNet-50's layers at 4 images and 128x128 input on Zen 5,
+  // bench/conv_backends); below it, stacking lets 3x3 filters take
+  // Winograd's weight gradient (2x faster at 32 images of 8x8).  Stacking
+  // costs the copy into one buffer and, for each new group size, a new
+  // shape for the kernels' timed choice.
   bool coalesces_with(const Node& other) const override {
     const auto* o = dynamic_cast<const Conv2dBackward*>(&other);
     if (o == nullptr || !is_deferred() || !o->is_deferred() || o->stride_ != stride_ ||
         o->padding_ != padding_ || o->dilation_ != dilation_ || o->groups_ != groups_)
       return false;
-    const Tensor x = input.unpack(*this), y = o->input.unpack(*o);
+    const Tensor x = input.unpack(*this), y = o->input.unpack(*o), w = weight.unpack(*this);
+    if (w.dim() != 4 || w.size(2) * w.size(3) == 1) return false;
     if (output_pixels(x) >= kCoalesceBelowPixels || output_pixels(y) >= kCoalesceBelowPixels)
       return false;
     return autograd::stacks_along_batch(x, y, 4);

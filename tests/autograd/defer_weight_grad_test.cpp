@@ -114,15 +114,21 @@ TEST(DeferWeightGrad, StreamClosuresRecordAsTheirSubmitter) {
 }
 
 // A conv layer's weight halves of two micro-batches stack into one product
-// only while a micro-batch's product is short (fewer than 1024 output
-// pixels): beyond that each is as fast alone, and stacking would only copy.
+// only for filters larger than 1x1 while a micro-batch's product is short
+// (fewer than 1024 output pixels): otherwise each is as fast alone, and
+// stacking would only copy.
 TEST(DeferWeightGrad, ConvWeightHalvesCoalesceOnlyForFewOutputPixels) {
   const Tensor w = randn({4, 3, 3, 3}).requires_grad_();
+  const Tensor pointwise = randn({4, 3, 1, 1}).requires_grad_();
   DeferWeightGradGuard defer;
   auto twin_of = [&](Tensor x, int64_t stride) {
     return conv2d(x.requires_grad_(), w, Tensor(), {stride, stride}, {1, 1})
         .grad_fn()->next_edges()[3].node;
   };
+  auto pointwise_twin = [&](Tensor x) {
+    return conv2d(x.requires_grad_(), pointwise).grad_fn()->next_edges()[3].node;
+  };
+  EXPECT_FALSE(pointwise_twin(randn({4, 3, 4, 4}))->coalesces_with(*pointwise_twin(randn({4, 3, 4, 4}))));
   // 4 images of 8x8 (256 output pixels) with 4 of 8x8, and with 2 of 8x8.
   EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({4, 3, 8, 8}), 1)));
   EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({2, 3, 8, 8}), 1)));
