@@ -306,7 +306,8 @@ void profile_kernels(std::vector<Config>& configs, const std::vector<Batch>& bat
   std::sort(order.begin(), order.end(), [&](const auto& x, const auto& y) {
     return std::max(at(a, x), at(b, x)) > std::max(at(a, y), at(b, y));
   });
-  std::printf("\nkernel self time per run (s), summed over threads: single vs pipelined split %lld\n",
+  std::printf("\nkernel self time per run (s), summed over threads: "
+              "single vs pipelined split %lld\n",
               (long long)pipelined->row.split_size);
   std::printf("  %-9s %-28s %9s %9s %9s\n", "phase", "kernel", "single", "pipelined", "extra");
   double total_a = 0, total_b = 0;
@@ -315,7 +316,8 @@ void profile_kernels(std::vector<Config>& configs, const std::vector<Batch>& bat
     total_a += x;
     total_b += y;
     if (std::max(x, y) < 0.002) continue;
-    std::printf("  %-9s %-28s %9.3f %9.3f %+9.3f\n", k.first.c_str(), k.second.c_str(), x, y, y - x);
+    std::printf("  %-9s %-28s %9.3f %9.3f %+9.3f\n", k.first.c_str(), k.second.c_str(), x, y,
+                y - x);
   }
   std::printf("  %-38s %9.3f %9.3f %+9.3f\n", "all kernels", total_a, total_b, total_b - total_a);
   std::printf("  wall time per run: single %.3f s on 1 device; pipelined %.3f s on 2 devices "

@@ -100,7 +100,8 @@ void run_loom_conv_pass(ConvPass pass, const native::ConvGeometry& g,
   static BackendChoices* winograd_choices = new BackendChoices;  // never destroyed
   const Key key = key_of(pass, g, kFloat32);
   bool use_winograd = false;
-  if (winograd_choices->find(key, &use_winograd)) return use_winograd ? run_winograd() : run_direct();
+  if (winograd_choices->find(key, &use_winograd))
+    return use_winograd ? run_winograd() : run_direct();
   winograd_choices->store(key, first_is_faster(run_winograd, run_direct));
 }
 

@@ -16,10 +16,8 @@
 #include "tensor/cpu/OneDnnConvolution.h"
 
 #include <cstdlib>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -30,6 +28,7 @@
 #include "tensor/Factory.h"
 #include "tensor/Parallel.h"
 #include "tensor/WeightReuse.h"
+#include "tensor/cpu/KeptWeightCopies.h"
 #include "tensor/cpu/OmpThreads.h"
 #include "tensor/cpu/OneDnnEngine.h"
 #include "tensor/cpu/TimedChoice.h"
@@ -374,70 +373,12 @@ Tensor bytes_for(const dnnl::memory::desc& d) {
 }
 
 // Weight copies in oneDNN's layouts, kept for later passes that read the
-// same weight at the same version (tensor/WeightReuse.h), oldest first.
-// Bounded by kKeptWeightBytes; a copy found stale (the weight written since)
-// goes at once, and copies of tensors that died (nothing but the copy holds
-// their version counter) go when the next is kept.
-class KeptWeights {
- public:
-  // The copy of the weights at `data` for `id` in layout `desc`, or an
-  // undefined tensor.
-  Tensor find(const WeightVersion& id, const void* data, const dnnl::memory::desc& desc) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (!it->copies(id, data, desc)) continue;
-      if (it->version == id.version) return it->bytes;
-      bytes_ -= it->bytes.nbytes();
-      kept_.erase(it);
-      return Tensor();
-    }
-    return Tensor();
-  }
-
-  // Keeps `bytes`, the weights at `data` reordered into `desc`, for `id`.
-  void keep(const WeightVersion& id, const void* data, const dnnl::memory::desc& desc,
-            const Tensor& bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const Kept& k : kept_)  // another thread kept the same copy meanwhile
-      if (k.copies(id, data, desc) && k.version == id.version) return;
-    for (auto it = kept_.begin(); it != kept_.end();) {
-      if (it->counter.use_count() > 1) {
-        ++it;
-        continue;
-      }
-      bytes_ -= it->bytes.nbytes();
-      it = kept_.erase(it);
-    }
-    kept_.push_back(Kept{id.counter, data, id.version, desc, bytes});
-    bytes_ += bytes.nbytes();
-    while (bytes_ > kKeptWeightBytes && !kept_.empty()) {
-      bytes_ -= kept_.front().bytes.nbytes();
-      kept_.pop_front();
-    }
-  }
-
- private:
-  static constexpr int64_t kKeptWeightBytes = int64_t(1) << 30;
-
-  struct Kept {
-    std::shared_ptr<const void> counter;
-    const void* data;
-    uint64_t version;
-    dnnl::memory::desc desc;
-    Tensor bytes;
-    // Whether this is a copy of the weights at `data` of `id`'s tensor in
-    // layout `desc` (at any version).
-    bool copies(const WeightVersion& id, const void* at, const dnnl::memory::desc& layout) const {
-      return counter == id.counter && data == at && desc == layout;
-    }
-  };
-  std::mutex mutex_;
-  std::deque<Kept> kept_;
-  int64_t bytes_ = 0;
-};
+// same weight at the same version (tensor/WeightReuse.h), at most 1 GiB.
+using KeptWeights = KeptWeightCopies<dnnl::memory::desc>;
 
 KeptWeights& kept_weights() {
-  static KeptWeights* k = new KeptWeights;  // never destroyed: convolutions may run at exit
+  // Never destroyed: convolutions may run at exit.
+  static KeptWeights* k = new KeptWeights(int64_t(1) << 30);
   return *k;
 }
 

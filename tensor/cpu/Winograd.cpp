@@ -4,9 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "tensor/Error.h"
@@ -14,6 +12,7 @@
 #include "tensor/Parallel.h"
 #include "tensor/WeightReuse.h"
 #include "tensor/cpu/Gemm.h"
+#include "tensor/cpu/KeptWeightCopies.h"
 
 namespace loom {
 namespace cpu {
@@ -37,58 +36,13 @@ int64_t packed_floats(int64_t out_channels, int64_t in_channels) {
 // Which pass's transform a kept copy holds.
 enum class Pass { kForward, kBackwardData };
 
-// Transformed weights kept under WeightReuse, keyed by the weight tensor's
-// version counter, buffer and version, and the pass (as oneDNN's reordered
-// copies: OneDnnConvolution.cpp).  A stale copy goes when found; copies of
-// tensors nothing else holds go when the next is kept; at most kKeptBytes.
-class KeptTransforms {
- public:
-  Tensor find(const onednn::WeightVersion& id, const void* data, Pass pass) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (it->counter != id.counter || it->data != data || it->pass != pass) continue;
-      if (it->version == id.version) return it->packed;
-      bytes_ -= it->packed.nbytes();
-      kept_.erase(it);
-      return Tensor();
-    }
-    return Tensor();
-  }
-  void keep(const onednn::WeightVersion& id, const void* data, Pass pass, const Tensor& packed) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = kept_.begin(); it != kept_.end();) {
-      const bool same = it->counter == id.counter && it->data == data && it->pass == pass;
-      if (same || it->counter.use_count() == 1) {
-        bytes_ -= it->packed.nbytes();
-        it = kept_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    kept_.push_back(Kept{id.counter, data, id.version, pass, packed});
-    bytes_ += packed.nbytes();
-    while (bytes_ > kKeptBytes && !kept_.empty()) {
-      bytes_ -= kept_.front().packed.nbytes();
-      kept_.pop_front();
-    }
-  }
-
- private:
-  static constexpr int64_t kKeptBytes = int64_t(512) << 20;
-  struct Kept {
-    std::shared_ptr<const void> counter;
-    const void* data;
-    uint64_t version;
-    Pass pass;
-    Tensor packed;
-  };
-  std::mutex mutex_;
-  std::deque<Kept> kept_;
-  int64_t bytes_ = 0;
-};
+// Transformed weights kept under WeightReuse, per weight tensor, version
+// and pass, at most 512 MiB.
+using KeptTransforms = KeptWeightCopies<Pass>;
 
 KeptTransforms& kept_transforms() {
-  static KeptTransforms* k = new KeptTransforms;  // never destroyed: convolutions may run at exit
+  // Never destroyed: convolutions may run at exit.
+  static KeptTransforms* k = new KeptTransforms(int64_t(512) << 20);
   return *k;
 }
 
@@ -152,7 +106,8 @@ Tensor transform_weights(const float* w, int64_t w_out, int64_t w_in, bool backw
   int tap_of[9];
   for (int e = 0; e < 9; ++e) tap_of[e] = backward ? 8 - e : e;
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i gather_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(q_stride)));
+  const __m512i gather_idx =
+      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(q_stride)));
   const __m512i scatter_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(8));
   const __m512 half = _mm512_set1_ps(0.5f);
   parallel_for(0, (rows + 7) / 8, 1, [&](int64_t panel0, int64_t panel1) {
@@ -270,7 +225,8 @@ void transform_products(const Problem& s, const Round& r, const float* m, const 
       for (int64_t t0 = 0; t0 < r.tiles; t0 += 16) {
         const __mmask16 mask = lanes(r.tiles - t0);
         __m512 p[16];
-        for (int k = 0; k < 16; ++k) p[k] = _mm512_maskz_loadu_ps(mask, src + k * point_stride + t0);
+        for (int k = 0; k < 16; ++k)
+          p[k] = _mm512_maskz_loadu_ps(mask, src + k * point_stride + t0);
         __m512 t[2][4];
         for (int j = 0; j < 4; ++j) {
           t[0][j] = _mm512_add_ps(_mm512_add_ps(p[j], p[4 + j]), p[8 + j]);
@@ -284,7 +240,8 @@ void transform_products(const Problem& s, const Round& r, const float* m, const 
             mask & _mm512_test_epi32_mask(_mm512_loadu_si512(below.data() + t0),
                                           _mm512_set1_epi32(1));
         for (int i = 0; i < 2; ++i) {
-          const __m512 left = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(t[i][0], t[i][1]), t[i][2]), b);
+          const __m512 left =
+              _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(t[i][0], t[i][1]), t[i][2]), b);
           const __m512 second =
               _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(t[i][1], t[i][2]), t[i][3]), b);
           const __mmask16 row = i == 0 ? mask : has_below;
@@ -348,30 +305,37 @@ bool winograd_applies(const ConvGeometry& g) {
          enabled();
 }
 
+namespace {
+
+// One pass: the forward (src = x, dst = y) or the input gradient (src =
+// grad_y, dst = grad_x; with stride 1 that is the convolution of grad_y,
+// padded by 2 - pad, with each filter turned by 180 degrees and in and out
+// channels swapped).
+void run_pass(Pass pass, const ConvGeometry& g, const float* w, const float* src,
+              const float* bias, float* dst, const onednn::WeightVersion& weights) {
+  LOOM_CHECK(winograd_applies(g), pass == Pass::kForward ? "conv2d" : "conv2d_backward",
+             ": Winograd F(2x2, 3x3) does not apply to this convolution");
+  const bool backward = pass == Pass::kBackwardData;
+  const Tensor u = weights_for(weights, w, pass, [&] {
+    return transform_weights(w, g.out_channels, g.in_channels, backward);
+  });
+  const Problem forward{g.batch, g.in_channels, g.height, g.width, g.out_channels,
+                        g.out_h, g.out_w, g.pad_h, g.pad_w};
+  const Problem input_gradient{g.batch, g.out_channels, g.out_h, g.out_w, g.in_channels,
+                               g.height, g.width, 2 - g.pad_h, 2 - g.pad_w};
+  convolve(backward ? input_gradient : forward, src, u.data_ptr<float>(), bias, dst);
+}
+
+}  // namespace
+
 void winograd_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                       float* y, const onednn::WeightVersion& weights) {
-  LOOM_CHECK(winograd_applies(g), "conv2d: Winograd F(2x2, 3x3) does not apply to this convolution");
-  const int64_t in = g.in_channels;
-  const Tensor u = weights_for(weights, w, Pass::kForward, [&] {
-    return transform_weights(w, g.out_channels, in, /*backward=*/false);
-  });
-  convolve({g.batch, in, g.height, g.width, g.out_channels, g.out_h, g.out_w, g.pad_h, g.pad_w},
-           x, u.data_ptr<float>(), bias, y);
+  run_pass(Pass::kForward, g, w, x, bias, y, weights);
 }
 
 void winograd_backward_data(const ConvGeometry& g, const float* w, const float* grad_y,
                             float* grad_x, const onednn::WeightVersion& weights) {
-  LOOM_CHECK(winograd_applies(g), "conv2d_backward: Winograd F(2x2, 3x3) does not apply to this convolution");
-  // With stride 1, the input gradient is the convolution of grad_y, padded
-  // by 2 - pad, with each filter turned by 180 degrees and in and out
-  // channels swapped.
-  const int64_t in = g.in_channels;
-  const Tensor u = weights_for(weights, w, Pass::kBackwardData, [&] {
-    return transform_weights(w, g.out_channels, in, /*backward=*/true);
-  });
-  convolve({g.batch, g.out_channels, g.out_h, g.out_w, in, g.height, g.width, 2 - g.pad_h,
-            2 - g.pad_w},
-           grad_y, u.data_ptr<float>(), nullptr, grad_x);
+  run_pass(Pass::kBackwardData, g, w, grad_y, nullptr, grad_x, weights);
 }
 
 }  // namespace cpu

@@ -128,13 +128,16 @@ TEST(DeferWeightGrad, ConvWeightHalvesCoalesceOnlyForFewOutputPixels) {
   auto pointwise_twin = [&](Tensor x) {
     return conv2d(x.requires_grad_(), pointwise).grad_fn()->next_edges()[3].node;
   };
-  EXPECT_FALSE(pointwise_twin(randn({4, 3, 4, 4}))->coalesces_with(*pointwise_twin(randn({4, 3, 4, 4}))));
+  EXPECT_FALSE(
+      pointwise_twin(randn({4, 3, 4, 4}))->coalesces_with(*pointwise_twin(randn({4, 3, 4, 4}))));
   // 4 images of 8x8 (256 output pixels) with 4 of 8x8, and with 2 of 8x8.
   EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({4, 3, 8, 8}), 1)));
   EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({2, 3, 8, 8}), 1)));
   // 4 images of 16x16: 1024 output pixels; at stride 2, 256.
-  EXPECT_FALSE(twin_of(randn({4, 3, 16, 16}), 1)->coalesces_with(*twin_of(randn({4, 3, 16, 16}), 1)));
-  EXPECT_TRUE(twin_of(randn({4, 3, 16, 16}), 2)->coalesces_with(*twin_of(randn({4, 3, 16, 16}), 2)));
+  EXPECT_FALSE(
+      twin_of(randn({4, 3, 16, 16}), 1)->coalesces_with(*twin_of(randn({4, 3, 16, 16}), 1)));
+  EXPECT_TRUE(
+      twin_of(randn({4, 3, 16, 16}), 2)->coalesces_with(*twin_of(randn({4, 3, 16, 16}), 2)));
   // Different image sizes never stack.
   EXPECT_FALSE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({4, 3, 6, 6}), 1)));
 }

@@ -74,8 +74,10 @@ TEST(Linalg, FewRowProductsMatchNaive) {
     for (int layout = 0; layout < 4; ++layout) {
       const int64_t k = 90 + rng() % 300, n = 60 + rng() % 200;
       Generator gen(m * 10 + layout);
-      const Tensor a = (layout & 1) ? randn({k, m}, kFloat32, &gen).t() : randn({m, k}, kFloat32, &gen);
-      const Tensor b = (layout & 2) ? randn({n, k}, kFloat32, &gen).t() : randn({k, n}, kFloat32, &gen);
+      const Tensor a =
+          (layout & 1) ? randn({k, m}, kFloat32, &gen).t() : randn({m, k}, kFloat32, &gen);
+      const Tensor b =
+          (layout & 2) ? randn({n, k}, kFloat32, &gen).t() : randn({k, n}, kFloat32, &gen);
       ASSERT_EQ(mm(a, b).sizes(), (IntList{m, n}));
       EXPECT_TRUE(AllClose(mm(a, b), naive_mm(a, b), 1e-4, 1e-4))
           << "m=" << m << " k=" << k << " n=" << n << " layout " << layout;

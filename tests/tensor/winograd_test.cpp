@@ -124,7 +124,8 @@ TEST_F(Winograd, KeepsTransformedWeightsUntilTheyChange) {
   for (float& f : w) f *= -2.f;
   cpu::winograd_forward(g, x.data(), w.data(), nullptr, again.data(), {counter, 2});
   EXPECT_EQ(weight_reuse_stats().made - kept.made, 1);
-  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(again[i], -2.f * y[i], 1e-4f * (1 + std::abs(y[i])));
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_NEAR(again[i], -2.f * y[i], 1e-4f * (1 + std::abs(y[i])));
   // The input gradient keeps a transform of its own (the filters turned).
   std::vector<float> gx(x.size());
   cpu::winograd_backward_data(g, w.data(), y.data(), gx.data(), {counter, 2});
