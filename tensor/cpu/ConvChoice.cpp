@@ -95,7 +95,8 @@ void run_conv_pass(ConvPass pass, const native::ConvGeometry& g, DType dtype,
 void run_loom_conv_pass(ConvPass pass, const native::ConvGeometry& g,
                         const std::function<void()>& run_winograd,
                         const std::function<void()>& run_direct) {
-  if (!winograd_applies(g)) return run_direct();
+  // Small passes are not worth timing (as above): direct, like before.
+  if (!winograd_applies(g) || macs(g) < kTimedMacs) return run_direct();
   // Per key, whether Winograd was timed faster.
   static BackendChoices* winograd_choices = new BackendChoices;  // never destroyed
   const Key key = key_of(pass, g, kFloat32);

@@ -45,7 +45,8 @@ void run_conv_pass(onednn::ConvPass pass, const native::ConvGeometry& g, DType d
 // Runs loom's side of one float32 pass: its Winograd kernels
 // (tensor/cpu/Winograd.h) or its direct ones, whichever was timed faster
 // the first time this shape came (each twice, interleaved), keyed like the
-// choice above; direct alone where Winograd does not apply.  Winograd wins
+// choice above; direct alone where Winograd does not apply or the pass is
+// too small to time.  Winograd wins
 // where the products dominate its transforms (many channels, small images,
 // few images); it loses where its transformed weights outweigh the work.
 void run_loom_conv_pass(onednn::ConvPass pass, const native::ConvGeometry& g,
