@@ -475,6 +475,11 @@ void gemm_shifted_b_avx512(int64_t m, int64_t n, int64_t k, const float* a_packe
       const float* ap = panel;
       const float* bj = b + j0;
       for (int64_t p = 0; p < k; ++p) {
+        // The next panel, a panel's time ahead: the packed filters are
+        // often out of cache (a pipeline's micro-batches stream every
+        // layer's weights), and one panel's product is too short for the
+        // hardware prefetcher to follow from memory.
+        _mm_prefetch(reinterpret_cast<const char*>(ap + k * kMR), _MM_HINT_T0);
         const float* br = bj + b_off[p];
         const __m512 b0 = _mm512_loadu_ps(br);
         const __m512 b1 = _mm512_loadu_ps(br + 16);
