@@ -93,8 +93,7 @@ __mmask16 lanes(int64_t count) {
 // G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] and g the 3x3 filter from input
 // channel q to output channel r of the pass.  The forward's filters are w's
 // (out, in) filters; the input gradient's are w's (in, out) ones turned by
-// 180 degrees.  Sixteen columns at a time: one gathered vector per filter
-// tap, one scattered vector per point.
+// 180 degrees.
 Tensor transform_weights(const float* w, int64_t w_out, int64_t w_in, bool backward) {
   const int64_t rows = backward ? w_in : w_out, cols = backward ? w_out : w_in;
   const int64_t per_point = packed_floats(rows, cols);
@@ -105,21 +104,40 @@ Tensor transform_weights(const float* w, int64_t w_out, int64_t w_in, bool backw
   const int64_t r_stride = backward ? 9 : w_in * 9, q_stride = backward ? w_in * 9 : 9;
   int tap_of[9];
   for (int e = 0; e < 9; ++e) tap_of[e] = backward ? 8 - e : e;
-  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const __m512i gather_idx =
-      _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(q_stride)));
-  const __m512i scatter_idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(8));
+  // Sixteen filters at a time, the lanes of one panel line: lane l is row
+  // r0 + l % 8 and column q + l / 8, as pack_rows8 interleaves them, so
+  // every point's 16 values are one whole line of the packed copy.
+  alignas(64) int32_t offsets[16];
+  for (int l = 0; l < 16; ++l)
+    offsets[l] = static_cast<int32_t>((l % 8) * r_stride + (l / 8) * q_stride);
+  const __m512i gather_idx = _mm512_load_si512(offsets);
   const __m512 half = _mm512_set1_ps(0.5f);
+  // The input gradient's filters of one column are a row of w: the rows a
+  // few columns ahead are fetched early, as nothing else would.
+  constexpr int64_t kFetchAhead = 16;
   parallel_for(0, (rows + 7) / 8, 1, [&](int64_t panel0, int64_t panel1) {
-    for (int64_t r = panel0 * 8; r < std::min(rows, panel1 * 8); ++r) {
-      const float* filters = w + r * r_stride;
-      float* row = dst + (r / 8) * 8 * cols + r % 8;
-      for (int64_t q0 = 0; q0 < cols; q0 += 16) {
-        const __mmask16 mask = lanes(cols - q0);
+    for (int64_t panel = panel0; panel < panel1; ++panel) {
+      const int64_t r0 = panel * 8;
+      // Lanes of rows past `rows` (the last panel's padding) stay zero.
+      const __mmask16 row_lanes =
+          r0 + 8 <= rows ? static_cast<__mmask16>(0xFFFF)
+                         : static_cast<__mmask16>(((1u << (rows - r0)) - 1u) * 0x0101u);
+      float* line = dst + panel * 8 * cols;
+      for (int64_t q = 0; q < cols; q += 2, line += 16) {
+        const __mmask16 mask =
+            q + 1 < cols ? row_lanes : static_cast<__mmask16>(row_lanes & 0x00FF);
+        if (backward && q + kFetchAhead + 1 < cols) {
+          for (int64_t c = 0; c < 2; ++c) {
+            const char* ahead = reinterpret_cast<const char*>(
+                w + r0 * r_stride + (q + kFetchAhead + c) * q_stride);
+            for (int b = 0; b < 8 * 9 * 4; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+          }
+        }
+        const float* filters = w + r0 * r_stride + q * q_stride;
         __m512 g[9];
         for (int e = 0; e < 9; ++e)
           g[e] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask, gather_idx,
-                                          filters + q0 * q_stride + tap_of[e], 4);
+                                          filters + tap_of[e], 4);
         // G g: 4 rows of 3.
         __m512 t[4][3];
         for (int j = 0; j < 3; ++j) {
@@ -128,25 +146,23 @@ Tensor transform_weights(const float* w, int64_t w_out, int64_t w_in, bool backw
           t[2][j] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(g[j], g[3 + j]), g[6 + j]));
           t[3][j] = g[6 + j];
         }
-        // (G g) G^T: 4 x 4.
+        // (G g) G^T: 4 x 4, each point's line stored whole.
         for (int i = 0; i < 4; ++i) {
           const __m512 u[4] = {
               t[i][0],
               _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(t[i][0], t[i][1]), t[i][2])),
               _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(t[i][0], t[i][1]), t[i][2])),
               t[i][2]};
-          for (int j = 0; j < 4; ++j)
-            _mm512_mask_i32scatter_ps(row + (4 * i + j) * per_point + q0 * 8, mask, scatter_idx,
-                                      u[j], 4);
+          for (int j = 0; j < 4; ++j) {
+            float* at = line + (4 * i + j) * per_point;
+            if (q + 1 < cols)
+              _mm512_storeu_ps(at, u[j]);
+            else
+              _mm256_storeu_ps(at, _mm512_castps512_ps256(u[j]));
+          }
         }
       }
     }
-    // The last panel's rows past `rows` are zeros.
-    if (panel1 * 8 > rows)
-      for (int p = 0; p < kPoints; ++p)
-        for (int64_t r = rows; r < panel1 * 8; ++r)
-          for (int64_t q = 0; q < cols; ++q)
-            dst[p * per_point + (r / 8) * 8 * cols + q * 8 + r % 8] = 0.f;
   });
   return packed;
 }
