@@ -41,26 +41,31 @@ class Conv2dBackward final : public Node {
   }
   // Twins of one layer (same weight and geometry, inputs differing only in
   // batch size): their weight gradients are one product over the images of
-  // all of them -- where that is faster than one product per micro-batch:
-  // for a filter larger than 1x1 whose product is short.  The reduction
-  // runs over the micro-batch's output pixels; from kCoalesceBelowPixels on
-  // a micro-batch's product is as fast per image alone as stacked, and so
-  // is a 1x1 filter's (a plain matrix product) down to 4 images of 4x4
-  // (ResNet-50's layers at 4 images and 128x128 input on Zen 5,
-  // bench/conv_backends); below it, stacking lets 3x3 filters take
-  // Winograd's weight gradient (2x faster at 32 images of 8x8).  Stacking
-  // costs the copy into one buffer and, for each new group size, a new
-  // shape for the kernels' timed choice.
+  // all of them -- where that is faster than one product per micro-batch.
+  // Stacking costs the copy of the inputs and output gradients into one
+  // buffer and, for each new group size, a new shape for the kernels' timed
+  // choice; not stacking costs a weight-sized gradient per micro-batch,
+  // written and then added into the sum (AccumulateGrad).  So:
+  // - a filter larger than 1x1 stacks while its product is short (below
+  //   kCoalesceBelowPixels output pixels a micro-batch): then stacking lets
+  //   3x3 filters take Winograd's weight gradient (2x faster at 32 images of
+  //   8x8); from there on a micro-batch's product is as fast per image alone;
+  // - a 1x1 filter (a plain matrix product, as fast per image alone down to
+  //   4 images of 4x4: ResNet-50's layers at 4 images and 128x128 input on
+  //   Zen 5, bench/conv_backends) stacks where a micro-batch's input and
+  //   output gradient together are no larger than the weight: the copies
+  //   then cost less than the per-micro-batch sums (ResNet-50's last stage
+  //   at 4x4: a fifth of the weight).
   bool coalesces_with(const Node& other) const override {
     const auto* o = dynamic_cast<const Conv2dBackward*>(&other);
     if (o == nullptr || !is_deferred() || !o->is_deferred() || o->stride_ != stride_ ||
         o->padding_ != padding_ || o->dilation_ != dilation_ || o->groups_ != groups_)
       return false;
     const Tensor x = input.unpack(*this), y = o->input.unpack(*o), w = weight.unpack(*this);
-    if (w.dim() != 4 || w.size(2) * w.size(3) == 1) return false;
-    if (output_pixels(x) >= kCoalesceBelowPixels || output_pixels(y) >= kCoalesceBelowPixels)
-      return false;
-    return autograd::stacks_along_batch(x, y, 4);
+    if (w.dim() != 4 || !autograd::stacks_along_batch(x, y, 4)) return false;
+    if (w.size(2) * w.size(3) == 1)
+      return activations(x) <= w.numel() && activations(y) <= w.numel();
+    return output_pixels(x) < kCoalesceBelowPixels && output_pixels(y) < kCoalesceBelowPixels;
   }
   std::vector<Tensor> apply_coalesced(const std::vector<Node*>& group,
                                       std::vector<std::vector<Tensor>>&& grads) override {
@@ -86,6 +91,10 @@ class Conv2dBackward final : public Node {
       return std::max<int64_t>((size + 2 * at(padding_, d) - span) / at(stride_, d) + 1, 1);
     };
     return x.size(0) * extent(x.size(2), 0) * extent(x.size(3), 1);
+  }
+  // Elements of forward input x and of its output (or output gradient).
+  int64_t activations(const Tensor& x) const {
+    return x.numel() + output_pixels(x) * weight.unpack(*this).size(0);
   }
   SavedTensor input, weight;
   // Recorded under WeightReuse (tensor/WeightReuse.h): the backward reads

@@ -117,7 +117,7 @@ TEST(DeferWeightGrad, StreamClosuresRecordAsTheirSubmitter) {
 // only for filters larger than 1x1 while a micro-batch's product is short
 // (fewer than 1024 output pixels): otherwise each is as fast alone, and
 // stacking would only copy.
-TEST(DeferWeightGrad, ConvWeightHalvesCoalesceOnlyForFewOutputPixels) {
+TEST(DeferWeightGrad, ConvWeightHalvesCoalesceWhereStackingCostsLess) {
   const Tensor w = randn({4, 3, 3, 3}).requires_grad_();
   const Tensor pointwise = randn({4, 3, 1, 1}).requires_grad_();
   DeferWeightGradGuard defer;
@@ -128,8 +128,18 @@ TEST(DeferWeightGrad, ConvWeightHalvesCoalesceOnlyForFewOutputPixels) {
   auto pointwise_twin = [&](Tensor x) {
     return conv2d(x.requires_grad_(), pointwise).grad_fn()->next_edges()[3].node;
   };
+  // 1x1 filters: where a micro-batch's input and output outweigh the weight
+  // (192 + 64 elements against 12), no; where the weight is the larger (an
+  // image of 64 x 2x2: 256 + 32 elements against 8 x 64), yes; two such
+  // images (576), no.
   EXPECT_FALSE(
       pointwise_twin(randn({4, 3, 4, 4}))->coalesces_with(*pointwise_twin(randn({4, 3, 4, 4}))));
+  const Tensor wide = randn({8, 64, 1, 1}).requires_grad_();
+  auto wide_twin = [&](Tensor x) {
+    return conv2d(x.requires_grad_(), wide).grad_fn()->next_edges()[3].node;
+  };
+  EXPECT_TRUE(wide_twin(randn({1, 64, 2, 2}))->coalesces_with(*wide_twin(randn({1, 64, 2, 2}))));
+  EXPECT_FALSE(wide_twin(randn({2, 64, 2, 2}))->coalesces_with(*wide_twin(randn({1, 64, 2, 2}))));
   // 4 images of 8x8 (256 output pixels) with 4 of 8x8, and with 2 of 8x8.
   EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({4, 3, 8, 8}), 1)));
   EXPECT_TRUE(twin_of(randn({4, 3, 8, 8}), 1)->coalesces_with(*twin_of(randn({2, 3, 8, 8}), 1)));
