@@ -155,6 +155,15 @@ bool PipeImpl::checkpointed(size_t i, size_t micro_batches) const {
   return false;
 }
 
+void PipeImpl::prepare_waiting_stages() const {
+  if (!options_.reuse_weights_) return;
+  for (size_t s = 1; s < stages_.size(); ++s) {
+    const Device device = options_.devices_[s];
+    if (device.is_cpu())
+      Stream::default_stream(device).submit([device] { prepare_kept_weights(device); });
+  }
+}
+
 void PipeImpl::submit_micro_batch(Run& run, size_t i, const LossFn* loss_fn) const {
   const size_t n_stages = stages_.size();
   const bool recompute = checkpointed(i, run.inputs.size());
@@ -231,6 +240,7 @@ void PipeImpl::synchronize_all() const {
 Tensor PipeImpl::forward(const Tensor& input) {
   Run run(split(input), stages_.size());
   begin_deferred(static_cast<int64_t>(run.inputs.size()));
+  prepare_waiting_stages();
   for (size_t i = 0; i < run.inputs.size(); ++i) submit_micro_batch(run, i, nullptr);
   try {
     synchronize_all();
@@ -273,6 +283,7 @@ Tensor PipeImpl::train_step(const Tensor& inputs, const Tensor& targets, const L
   size_t submitted = 0;
   Tensor total;
   begin_deferred(static_cast<int64_t>(m));
+  prepare_waiting_stages();
   try {
     for (size_t i = 0; i < m; ++i) {
       while (submitted < m && submitted < i + in_flight) submit_micro_batch(run, submitted++, &loss_fn);

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "tensor/Device.h"
 #include "tensor/ThreadLocalMode.h"
 
 namespace loom {
@@ -33,6 +34,16 @@ class WeightReuseGuard : public ModeGuard<WeightReuse> {
   explicit WeightReuseGuard(bool enabled = true) : ModeGuard(enabled) {}
 };
 
+// Makes, ahead of the passes that will read them, the weight copies those
+// passes keep on `device`: for every weight a kept copy was read of since
+// the last call and that has been written since (the optimizer step), the
+// copy of its current version.  A pipeline stage that waits for its first
+// micro-batch runs this on its stream first, so a step's new copies are
+// made in the time it would idle, not in its first micro-batch's passes
+// (pipeline::Pipe and the ResNet-50 pipelines do, under WeightReuse).
+// Returns how many copies it made; 0 for a device without kept copies.
+int prepare_kept_weights(Device device);
+
 // How often kernels reused a kept weight copy and how often they made one,
 // since the process started (for tests and benchmarks).
 struct WeightReuseStats {
@@ -44,6 +55,9 @@ namespace detail {
 // Kernels count here (reused: a kept copy served the pass; made: a copy was
 // reordered and kept).
 void count_weight_reuse(bool reused);
+// Kernels that keep weight copies register how to prepare them
+// (prepare_kept_weights runs every one registered).
+void register_kept_weight_preparer(int (*prepare)(Device));
 }  // namespace detail
 
 }  // namespace loom

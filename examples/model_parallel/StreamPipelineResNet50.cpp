@@ -31,6 +31,9 @@ Tensor StreamPipelineResNet50Impl::forward(const Tensor& images) {
   const Stream compute0 = Stream::default_stream(device0());
   const Stream copy1 = Stream::copy_stream(dev1);
   const Stream compute1 = Stream::default_stream(dev1);
+  // Device 1 waits for micro-batch 0: it makes its layers' weight copies for
+  // this step's weights meanwhile (tensor/WeightReuse.h).
+  if (reuse_weights()) compute1.submit([dev1] { prepare_kept_weights(dev1); });
   for (size_t i = 0; i < n; ++i) {
     const Tensor micro_batch = splits[i];
     compute0.submit([this, features, micro_batch, i] { (*features)[i] = stage1(micro_batch); });

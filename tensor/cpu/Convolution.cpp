@@ -23,6 +23,7 @@
 #include "tensor/Factory.h"
 #include "tensor/TensorImpl.h"
 #include "tensor/WeightReuse.h"
+#include "tensor/cpu/KeptWeightCopies.h"
 #include "tensor/cpu/Gemm.h"
 #include "tensor/cpu/ConvChoice.h"
 #include "tensor/cpu/Winograd.h"
@@ -662,7 +663,7 @@ T* ptr(const Tensor& t) {
 // which version, so it may reuse a reordered copy; otherwise nothing.
 onednn::WeightVersion weight_version(const Tensor& weight) {
   if (!WeightReuse::is_enabled()) return {};
-  return {std::shared_ptr<const void>(weight.impl()->version), weight.version()};
+  return weight_version_of(weight);
 }
 
 void conv2d_forward_kernel(const ConvGeometry& g, const Tensor& input, const Tensor& weight,

@@ -382,6 +382,12 @@ KeptWeights& kept_weights() {
   return *k;
 }
 
+// prepare_kept_weights (tensor/WeightReuse.h) makes the copies of changed
+// weights ahead of their passes.
+int prepare_kept_weights_here(Device device) { return kept_weights().refresh(device); }
+const bool kPreparerRegistered =
+    (detail::register_kept_weight_preparer(&prepare_kept_weights_here), true);
+
 // The weights a pass reads (their buffer and version), for KeptWeights; no
 // counter: not kept.
 struct WeightRead {
@@ -389,6 +395,24 @@ struct WeightRead {
   WeightVersion version;
   bool kept() const { return version.counter != nullptr; }
 };
+
+// How to make a kept weight copy again: r's reorder of the weights at
+// `data`, laid out as `from`, into a new buffer.
+KeptWeights::Make remake(const Reorder& r, const dnnl::memory::desc& from, const void* data) {
+  return [reorder = r.to_internal, from, to = r.internal, data] {
+    Tensor copy = bytes_for(to);
+    OmpThreads threads(get_num_threads());
+    dnnl::stream stream(engine());
+    try {
+      reorder.execute(stream, {{DNNL_ARG_FROM, wrap(from, data)},
+                               {DNNL_ARG_TO, wrap(to, copy.data_ptr())}});
+      stream.wait();
+    } catch (const dnnl::error& err) {
+      LOOM_FAIL("conv2d: oneDNN's weight reorder failed: ", err.what());
+    }
+    return copy;
+  };
+}
 
 // Inputs already reordered into a primitive's layout, kept for the next
 // pass of the same call that reads them in that layout (both backward passes
@@ -422,6 +446,7 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
     std::vector<std::pair<const Reorder*, dnnl::memory>> outputs;
     Tensor made_weights;  // a weight copy to keep once the stream is done
     const Reorder* made_for = nullptr;
+    dnnl::memory::desc made_from;  // the weights' own layout
     for (const Reorder& r : e.reorders) {
       const bool kept_weight = weights.kept() && !r.output && r.arg == DNNL_ARG_WEIGHTS &&
                                args.at(r.arg).get_data_handle() == weights.data;
@@ -451,6 +476,7 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
         if (kept_weight) {
           made_weights = keep.back();
           made_for = &r;
+          made_from = user.get_desc();
         }
         if (shared != nullptr) {
           shared->keep.push_back(keep.back());
@@ -464,7 +490,8 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
       r->to_user.execute(stream, {{DNNL_ARG_FROM, args.at(r->arg)}, {DNNL_ARG_TO, user}});
     stream.wait();
     if (made_for != nullptr) {
-      kept_weights().keep(weights.version, weights.data, made_for->internal, made_weights);
+      kept_weights().keep(weights.version, weights.data, made_for->internal, made_weights,
+                          remake(*made_for, made_from, weights.data));
       detail::count_weight_reuse(false);
     }
   } catch (const dnnl::error& err) {

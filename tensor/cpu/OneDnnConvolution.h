@@ -19,6 +19,8 @@
 #include "tensor/native/ConvGeometry.h"
 
 namespace loom {
+
+struct TensorImpl;
 namespace cpu {
 namespace onednn {
 
@@ -61,11 +63,13 @@ std::string implementation(ConvPass pass, const ConvGeometry& g, DType dtype, bo
 // Which weight tensor a pass reads, at which version, for passes that may
 // keep its reordered copy (tensor/WeightReuse.h): the tensor's version
 // counter (shared by its views; kept alive by the copy, so no other tensor
-// takes its address) and the counter's value.  No counter: the pass reorders
-// the weights for itself alone, as always.
+// takes its address), the counter's value, and the tensor itself, not kept
+// alive (prepare_kept_weights makes the copy of a later version from it).
+// No counter: the pass reorders the weights for itself alone, as always.
 struct WeightVersion {
   std::shared_ptr<const void> counter;
   uint64_t version = 0;
+  std::weak_ptr<TensorImpl> tensor;
 };
 
 // The passes, on dense buffers of dtype (float32 or bfloat16): NCHW

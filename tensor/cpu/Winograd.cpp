@@ -46,18 +46,24 @@ KeptTransforms& kept_transforms() {
   return *k;
 }
 
+// prepare_kept_weights (tensor/WeightReuse.h) makes the transforms of
+// changed weights ahead of their passes.
+int prepare_kept_transforms(Device device) { return kept_transforms().refresh(device); }
+const bool kPreparerRegistered =
+    (detail::register_kept_weight_preparer(&prepare_kept_transforms), true);
+
 // The pass's transformed weights: kept ones if WeightReuse promised the
-// weights unchanged since, else made (and kept under WeightReuse).
-template <typename Make>
+// weights unchanged since, else made by `make` (and kept under WeightReuse,
+// with `make` to make them again for a later version).
 Tensor weights_for(const onednn::WeightVersion& id, const void* data, Pass pass,
-                   const Make& make) {
+                   const KeptTransforms::Make& make) {
   if (id.counter == nullptr) return make();
   if (Tensor kept = kept_transforms().find(id, data, pass); kept.defined()) {
     detail::count_weight_reuse(true);
     return kept;
   }
   Tensor packed = make();
-  kept_transforms().keep(id, data, pass, packed);
+  kept_transforms().keep(id, data, pass, packed, make);
   detail::count_weight_reuse(false);
   return packed;
 }
@@ -332,8 +338,9 @@ void run_pass(Pass pass, const ConvGeometry& g, const float* w, const float* src
   LOOM_CHECK(winograd_applies(g), pass == Pass::kForward ? "conv2d" : "conv2d_backward",
              ": Winograd F(2x2, 3x3) does not apply to this convolution");
   const bool backward = pass == Pass::kBackwardData;
-  const Tensor u = weights_for(weights, w, pass, [&] {
-    return transform_weights(w, g.out_channels, g.in_channels, backward);
+  const int64_t out = g.out_channels, in = g.in_channels;
+  const Tensor u = weights_for(weights, w, pass, [w, out, in, backward] {
+    return transform_weights(w, out, in, backward);
   });
   const Problem forward{g.batch, g.in_channels, g.height, g.width, g.out_channels,
                         g.out_h, g.out_w, g.pad_h, g.pad_w};

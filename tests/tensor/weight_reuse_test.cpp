@@ -157,6 +157,25 @@ TEST(WeightReuseOneDnn, BackwardKeepsTheModeOfItsForward) {
   }
 }
 
+// prepare_kept_weights reorders changed weights ahead of the pass that
+// reads them, for the layouts passes read, on the weights' device only.
+TEST(WeightReuseOneDnn, PrepareReordersChangedWeightsAhead) {
+  SKIP_UNLESS_PINNED();
+  Case c = make_case();
+  WeightReuseGuard reuse;
+  conv(c.x1, c.w, c.b);
+  EXPECT_EQ(prepare_kept_weights(kCpu0), 0);  // unchanged
+  c.w.mul_(2.0);
+  EXPECT_EQ(prepare_kept_weights(kCpu1), 0);  // not that device's weights
+  const WeightReuseStats before = weight_reuse_stats();
+  EXPECT_EQ(prepare_kept_weights(kCpu0), 1);
+  const Tensor prepared = conv(c.x1, c.w, c.b);
+  EXPECT_EQ(weight_reuse_stats().made - before.made, 1);
+  EXPECT_EQ(weight_reuse_stats().reused - before.reused, 1);
+  WeightReuseGuard off(false);
+  EXPECT_TRUE(equal(prepared, conv(c.x1, c.w, c.b)));
+}
+
 // A pipe (reuse on by default) trains as one without reuse: two steps with an
 // optimizer step between them, so the second reads the updated weights.
 TEST(WeightReuseOneDnn, PipeStepsEqualStepsWithoutReuse) {

@@ -2,8 +2,8 @@
 // direct convolution in float64: the forward and the input gradient over
 // paddings 0-2, odd and even sizes, channel counts off the 8-row panels,
 // rounds of tiles split across images; the transformed weights kept under
-// WeightReuse, and dropped when the weights change; and which convolutions
-// the kernels take.
+// WeightReuse, dropped when the weights change, and made ahead by
+// prepare_kept_weights; and which convolutions the kernels take.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -15,6 +15,8 @@
 #include "tensor/WeightReuse.h"
 #include "tensor/cpu/Convolution.h"
 #include "tensor/cpu/Gemm.h"
+#include "tensor/cpu/KeptWeightCopies.h"
+#include "tensor/Factory.h"
 #include "tensor/cpu/Winograd.h"
 
 namespace loom {
@@ -130,6 +132,54 @@ TEST_F(Winograd, KeepsTransformedWeightsUntilTheyChange) {
   std::vector<float> gx(x.size());
   cpu::winograd_backward_data(g, w.data(), y.data(), gx.data(), {counter, 2});
   EXPECT_EQ(weight_reuse_stats().made - kept.made, 2);
+}
+
+// prepare_kept_weights makes the transforms of changed weights ahead of
+// the passes, only of the passes that read them before, only while the
+// tensor lives, and only for its device.
+TEST_F(Winograd, PreparesTheTransformsOfChangedWeights) {
+  const ConvGeometry g = geometry(2, 16, 8, 8, 16, 1);
+  const auto x = random_floats(2 * 16 * 64, 7);
+  Tensor w = randn({16, 16, 3, 3});
+  std::vector<float> y(2 * 16 * 64), again(y.size()), gx(x.size());
+  auto forward = [&](std::vector<float>& out) {
+    cpu::winograd_forward(g, x.data(), w.data_ptr<float>(), nullptr, out.data(),
+                          cpu::weight_version_of(w));
+  };
+  forward(y);
+  EXPECT_EQ(prepare_kept_weights(w.device()), 0);  // nothing changed
+
+  w.mul_(-2.0);  // an in-place write, as the optimizer's: a new version
+  const Device other = w.device().index == 0 ? Device("cpu:1") : Device("cpu:0");
+  EXPECT_EQ(prepare_kept_weights(other), 0);
+  const WeightReuseStats before = weight_reuse_stats();
+  EXPECT_EQ(prepare_kept_weights(w.device()), 1);  // the forward's; no input gradient yet
+  EXPECT_EQ(weight_reuse_stats().made - before.made, 1);
+  forward(again);
+  EXPECT_EQ(weight_reuse_stats().made - before.made, 1);
+  EXPECT_EQ(weight_reuse_stats().reused - before.reused, 1);
+  for (size_t i = 0; i < y.size(); ++i)
+    ASSERT_NEAR(again[i], -2.f * y[i], 1e-4f * (1 + std::abs(y[i])));
+
+  // A prepared transform no pass read is not made again.
+  w.mul_(0.5);
+  EXPECT_EQ(prepare_kept_weights(w.device()), 1);
+  w.mul_(2.0);
+  EXPECT_EQ(prepare_kept_weights(w.device()), 0);
+
+  // The input gradient's transform, read once, is prepared as well.
+  cpu::winograd_backward_data(g, w.data_ptr<float>(), y.data(), gx.data(),
+                              cpu::weight_version_of(w));
+  forward(again);
+  w.mul_(0.5);
+  EXPECT_EQ(prepare_kept_weights(w.device()), 2);
+
+  // Weights that are gone are skipped.
+  forward(again);
+  w.mul_(2.0);
+  const Device device = w.device();
+  w = Tensor();
+  EXPECT_EQ(prepare_kept_weights(device), 0);
 }
 
 TEST_F(Winograd, TakesOnly3x3Stride1DenseConvolutions) {
