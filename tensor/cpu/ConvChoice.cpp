@@ -84,11 +84,14 @@ void run_conv_pass(ConvPass pass, const native::ConvGeometry& g, DType dtype,
   const Key key = key_of(pass, g, dtype);
   bool use_onednn = false;
   if (choices().find(key, &use_onednn)) return use_onednn ? run_onednn() : run_loom();
-  // oneDNN runs once first: that warms its buffers (the primitive itself
-  // was made by available()) and, where oneDNN has several ways for the pass
-  // (Winograd, layouts), times them.  Then interleaved, twice each; the
-  // faster ran last.
+  // Each side runs once first: that warms oneDNN's buffers (the primitive
+  // itself was made by available()) and, where a side has several ways for
+  // the pass (oneDNN's Winograd and layouts, loom's Winograd and direct
+  // kernels), times them, and makes the weight copies a pipeline keeps
+  // (WeightReuse).  So both are timed as they will run: interleaved, twice
+  // each; the faster ran last.
   run_onednn();
+  run_loom();
   choices().store(key, first_is_faster(run_onednn, run_loom));
 }
 

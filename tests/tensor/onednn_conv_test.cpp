@@ -5,7 +5,10 @@
 // switch and its error; Winograd's kernels and LOOM_ONEDNN_ALGORITHM;
 // bfloat16 convolutions through native::conv2d (in oneDNN's bfloat16 kernels
 // where the CPU has them).
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <string>
 #include <iostream>
 #include <thread>
 
@@ -294,6 +297,35 @@ TEST(OneDnnConv, ChoiceFollowsTheEnvironment) {
   if (backend == "onednn") {
     EXPECT_EQ(cpu::conv_pass_settled_on_loom(ConvPass::kForward, big, kFloat32), !have);
   }
+}
+
+// The timed choice runs each side once before timing them, so neither is
+// timed on a first call that settles its own choices or makes its weight
+// copies: then interleaved, twice each, the faster last.
+TEST(OneDnnConv, ChoiceWarmsBothSidesBeforeTiming) {
+  if (cpu::onednn::conv_backend() != "auto") GTEST_SKIP() << "a pinned backend is not timed";
+  const native::ConvGeometry g = geometry({3, 40, 21, 21, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1});
+  if (!cpu::onednn::available(ConvPass::kForward, g, kFloat32)) GTEST_SKIP() << "no kernel";
+  std::string calls;
+  auto spin = [](double ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(int(ms * 1e3));
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  };
+  // loom's first call is slow (its own timing), later ones faster than oneDNN.
+  cpu::run_conv_pass(
+      ConvPass::kForward, g, kFloat32,
+      [&] { spin(calls.find('L') == std::string::npos ? 20 : 0.5); calls += 'L'; },
+      [&] { spin(2); calls += 'D'; });
+  ASSERT_GE(calls.size(), 6u) << calls;
+  EXPECT_EQ(calls.substr(0, 2), "DL") << calls;
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), 'L'), 3) << calls;
+  EXPECT_EQ(calls.back(), 'L') << calls;  // the faster ran last
+  EXPECT_TRUE(cpu::conv_pass_settled_on_loom(ConvPass::kForward, g, kFloat32));
+  calls.clear();
+  cpu::run_conv_pass(ConvPass::kForward, g, kFloat32, [&] { calls += 'L'; },
+                     [&] { calls += 'D'; });
+  EXPECT_EQ(calls, "L");  // settled: no more timing
 }
 
 // LOOM_ONEDNN_ALGORITHM: "winograd" runs every pass of a float32 3x3
