@@ -36,7 +36,7 @@ namespace cpu {
 // here NCHW, a 3x3 kernel, stride 1, no dilation, one group, padding at
 // most 2, at least 16 input and output channels (below that the transforms
 // cost more than they save), and a CPU with AVX-512 (the GEMM kernel).
-// LOOM_CPU_WINOGRAD=0 turns them off (read once).
+// LOOM_ONEDNN_ALGORITHM=direct turns them off with oneDNN's (read once).
 bool winograd_applies(const native::ConvGeometry& g);
 
 // y = conv2d(x, w) + bias (bias may be null); every buffer dense NCHW/OIHW.
