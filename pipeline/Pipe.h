@@ -174,12 +174,12 @@ class PipeImpl : public nn::Module {
 
  private:
   struct Run;  // one forward over the micro-batches
-  // Submits micro-batch `index`'s stages (and, when loss_fn, its scaled
-  // loss on the last stage) to the streams.
   // Stages after the first wait for their first micro-batch: under weight
   // reuse they make their layers' weight copies for this step meanwhile
   // (prepare_kept_weights, tensor/WeightReuse.h).
   void prepare_waiting_stages() const;
+  // Submits micro-batch `index`'s stages (and, when loss_fn, its scaled
+  // loss on the last stage) to the streams.
   void submit_micro_batch(Run& run, size_t index, const LossFn* loss_fn) const;
   // Waits for every stream; rethrows the first error (stage order).
   void synchronize_all() const;
