@@ -444,20 +444,21 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
   dnnl::stream stream(engine());
   try {
     std::vector<std::pair<const Reorder*, dnnl::memory>> outputs;
-    Tensor made_weights;  // a weight copy to keep once the stream is done
-    const Reorder* made_for = nullptr;
-    dnnl::memory::desc made_from;  // the weights' own layout
     for (const Reorder& r : e.reorders) {
       const bool kept_weight = weights.kept() && !r.output && r.arg == DNNL_ARG_WEIGHTS &&
                                args.at(r.arg).get_data_handle() == weights.data;
       if (kept_weight) {
-        const Tensor copy = kept_weights().find(weights.version, weights.data, r.internal);
-        if (copy.defined()) {
-          keep.push_back(copy);
-          args[r.arg] = wrap(r.internal, copy.data_ptr());
-          detail::count_weight_reuse(true);
-          continue;
+        Tensor copy = kept_weights().find(weights.version, weights.data, r.internal);
+        detail::count_weight_reuse(copy.defined());
+        if (!copy.defined()) {
+          // Made (on a stream of its own) and kept with how to make it again.
+          KeptWeights::Make make = remake(r, args.at(r.arg).get_desc(), weights.data);
+          copy = make();
+          kept_weights().keep(weights.version, weights.data, r.internal, copy, std::move(make));
         }
+        keep.push_back(copy);
+        args[r.arg] = wrap(r.internal, copy.data_ptr());
+        continue;
       }
       if (!r.output && shared != nullptr) {
         const auto found = shared->inputs.find(r.arg);
@@ -473,11 +474,6 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
         outputs.emplace_back(&r, user);
       } else {
         r.to_internal.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, internal}});
-        if (kept_weight) {
-          made_weights = keep.back();
-          made_for = &r;
-          made_from = user.get_desc();
-        }
         if (shared != nullptr) {
           shared->keep.push_back(keep.back());
           shared->inputs[r.arg] = internal;
@@ -489,11 +485,6 @@ void execute(const Entry& e, std::unordered_map<int, dnnl::memory> args,
     for (auto& [r, user] : outputs)
       r->to_user.execute(stream, {{DNNL_ARG_FROM, args.at(r->arg)}, {DNNL_ARG_TO, user}});
     stream.wait();
-    if (made_for != nullptr) {
-      kept_weights().keep(weights.version, weights.data, made_for->internal, made_weights,
-                          remake(*made_for, made_from, weights.data));
-      detail::count_weight_reuse(false);
-    }
   } catch (const dnnl::error& err) {
     LOOM_FAIL("conv2d: oneDNN's ", e.impl, " kernel failed: ", err.what());
   }
