@@ -11,6 +11,9 @@
 // CPU).  faults_per_step is the process's page faults (getrusage, minor +
 // major) per timed step, rss_mib its peak resident set at the end.  The step ends with loss.item(), a
 // host sync, so on a GPU every step's kernels are inside its time.
+// On the CPU the line ends with onednn=<version>/<isa>: the oneDNN build and
+// the instruction set its kernels run here (avx512_core_amx where the CPU has
+// AMX tiles and the kernel grants them, avx512_core_bf16, ...).
 // bench/compare_train_step.sh runs it beside the PyTorch twin (train_step.py);
 // bench/gpu/run.sh runs both on a GPU machine.  --profile adds, after the
 // line, each phase's kernels (native/KernelProfile.h: self time per dispatch
@@ -26,6 +29,7 @@
 
 #include "loom.h"
 #include "tensor/cpu/ConvChoice.h"
+#include "tensor/cpu/OneDnnConvolution.h"
 #include "tensor/native/KernelProfile.h"
 
 using namespace loom;
@@ -49,6 +53,16 @@ void print_profile(const std::vector<native::KernelStat>& stats, int64_t iters, 
   }
   std::printf("profile outside kernels %8.2f ms (of %.2f ms mean step)\n",
               step_ms - in_kernels * 1e3 / iters, step_ms);
+}
+
+// "2.6.3/avx512_core_bf16" from onednn::describe()'s "oneDNN 2.6.3, avx512_core_bf16".
+std::string onednn_build() {
+  std::string d = cpu::onednn::describe();
+  const std::string prefix = "oneDNN ";
+  if (d.compare(0, prefix.size(), prefix) == 0) d.erase(0, prefix.size());
+  const auto comma = d.find(", ");
+  if (comma != std::string::npos) d.replace(comma, 2, "/");
+  return d;
 }
 }  // namespace
 
@@ -155,12 +169,13 @@ int main(int argc, char** argv) {
     std::printf(
         "loom %s device=%s batch=%lld size=%lld threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
         "images_per_s=%.1f peak_mib=%.1f faults_per_step=%.0f rss_mib=%.0f%s "
-        "conv_onednn=%lld/%lld\n",
+        "conv_onednn=%lld/%lld%s\n",
         model_name.c_str(), device_name.c_str(), static_cast<long long>(batch),
         static_cast<long long>(size), threads, tf32 ? 1 : 0, median, mean, batch * 1000.0 / median,
         peak_mib, faults_per_step, rss_mib, amp == "none" ? "" : (" amp=" + amp).c_str(),
         static_cast<long long>(cpu::conv_choice_stats().onednn),
-        static_cast<long long>(cpu::conv_choice_stats().decided));
+        static_cast<long long>(cpu::conv_choice_stats().decided),
+        device.is_cpu() ? (" onednn=" + onednn_build()).c_str() : "");
     if (profile) print_profile(native::stop_kernel_profile(), iters, mean);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
