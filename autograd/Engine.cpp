@@ -215,13 +215,20 @@ bool should_run(const GraphTask& task, Node* node) {
   return task.exec_all || task.needed.count(node) > 0;
 }
 
-void check_gradient(const Node& node, size_t i, const Tensor& grad, const OutputMeta& expected) {
+// A node's gradient for its i-th next edge, checked against the tensor it
+// belongs to (shape, device) and returned in that tensor's dtype: as in
+// PyTorch's engine, a gradient computed in another dtype (a 16-bit gradient
+// times dropout's float32 mask, say) is converted, so every tensor's
+// gradient has its dtype.  Under create_graph the conversion is recorded.
+Tensor validated_gradient(const Node& node, size_t i, Tensor grad, const OutputMeta& expected) {
   LOOM_CHECK(grad.sizes() == expected.sizes, "Function ", node.name(),
              " returned an invalid gradient at index ", i, " - got ", shape_str(grad.sizes()),
              " but expected shape compatible with ", shape_str(expected.sizes));
   LOOM_CHECK(grad.device() == expected.device, "Function ", node.name(),
              " returned a gradient at index ", i, " on ", grad.device(), " but expected ",
              expected.device);
+  if (grad.dtype() != expected.dtype) grad = grad.to(expected.dtype);
+  return grad;
 }
 
 // The incoming gradients of a node about to run: its pre-hooks applied and
@@ -297,7 +304,8 @@ void evaluate(std::vector<NodeTask> group) {
                  " returned ", outputs.size(), " gradients but expected ", edges.size());
       for (size_t i = 0; i < edges.size(); ++i) {
         if (!edges[i].is_valid() || !outputs[i].defined()) continue;
-        check_gradient(node, i, outputs[i], edges[i].node->outputs()[edges[i].input_nr]);
+        outputs[i] = validated_gradient(node, i, std::move(outputs[i]),
+                                        edges[i].node->outputs()[edges[i].input_nr]);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(task.mutex);
