@@ -4,9 +4,12 @@
 // bit; every op of the unary and binary tables (computed in float32 inside,
 // rounded once, on both devices: equal, or within one unit in the last place
 // where the two devices' float32 exp/log/tanh differ); reductions, which
-// accumulate in float32; and GradScaler's trajectory with injected inf and
-// NaN gradients on the GPU equal to the CPU's.  Tagged gpu; every case skips
-// itself where no GPU is visible.
+// accumulate in float32; the ops that compute 16-bit inputs in float32
+// (softmax, norms, dropout, embedding, average pooling, index ops) giving the
+// GPU's float32 result rounded once (tests/HalfRounding.h, as on the CPU);
+// and GradScaler's trajectory with injected inf and NaN gradients on the GPU
+// equal to the CPU's.  Tagged gpu; every case skips itself where no GPU is
+// visible.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "tensor/native/Unary.h"
 #include "tests/CudaTestUtil.h"
 #include "tests/GradScalerScript.h"
+#include "tests/HalfRounding.h"
 
 namespace loom {
 namespace {
@@ -143,6 +147,10 @@ TEST_F(CudaHalf, ReductionsAccumulateInFloat32) {
 // GradScaler with its weights and gradients on the GPU: the CPU's scales,
 // growth trackers and skipped steps exactly, with inf and NaN injected
 // (tests/GradScalerScript.h, the script grad_scaler_test holds to PyTorch).
+TEST_F(CudaHalf, NnOpsAreTheRoundedFloat32ResultOnTheGpu) {
+  testing::expect_nn_ops_round_float32(kGpu);
+}
+
 TEST_F(CudaHalf, GradScalerOnTheGpuFollowsTheCpu) {
   const auto cpu = testing::run_scaler_script(Device(kCPU));
   const auto gpu = testing::run_scaler_script(kGpu);
