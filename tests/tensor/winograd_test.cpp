@@ -115,8 +115,8 @@ TEST_F(Winograd, KeepsTransformedWeightsUntilTheyChange) {
   std::vector<float> y(2 * 16 * 64), again(y.size());
   const auto counter = std::make_shared<int>(0);  // the weight tensor's version counter
   const WeightReuseStats before = weight_reuse_stats();
-  cpu::winograd_forward(g, x.data(), w.data(), nullptr, y.data(), {counter, 1});
-  cpu::winograd_forward(g, x.data(), w.data(), nullptr, again.data(), {counter, 1});
+  cpu::winograd_forward(g, x.data(), w.data(), nullptr, y.data(), {counter, 1, {}});
+  cpu::winograd_forward(g, x.data(), w.data(), nullptr, again.data(), {counter, 1, {}});
   const WeightReuseStats kept = weight_reuse_stats();
   EXPECT_EQ(kept.made - before.made, 1);
   EXPECT_EQ(kept.reused - before.reused, 1);
@@ -124,13 +124,13 @@ TEST_F(Winograd, KeepsTransformedWeightsUntilTheyChange) {
 
   // New weights at a new version: transformed again, not served stale.
   for (float& f : w) f *= -2.f;
-  cpu::winograd_forward(g, x.data(), w.data(), nullptr, again.data(), {counter, 2});
+  cpu::winograd_forward(g, x.data(), w.data(), nullptr, again.data(), {counter, 2, {}});
   EXPECT_EQ(weight_reuse_stats().made - kept.made, 1);
   for (size_t i = 0; i < y.size(); ++i)
     ASSERT_NEAR(again[i], -2.f * y[i], 1e-4f * (1 + std::abs(y[i])));
   // The input gradient keeps a transform of its own (the filters turned).
   std::vector<float> gx(x.size());
-  cpu::winograd_backward_data(g, w.data(), y.data(), gx.data(), {counter, 2});
+  cpu::winograd_backward_data(g, w.data(), y.data(), gx.data(), {counter, 2, {}});
   EXPECT_EQ(weight_reuse_stats().made - kept.made, 2);
 }
 
