@@ -53,8 +53,13 @@ bool eligible(const Tensor& t) {
 Tensor cast_to(const Tensor& t, DType dtype, DType lower) {
   if (!eligible(t) || t.dtype() == dtype) return t;
   // A float32 weight cast to the region's dtype is reused for the region.
+  // Only a thread with a region of its own open (depth > 0) caches: the
+  // cache is cleared when that thread's outermost region closes, and a
+  // stream worker that only inherits the region (register_stream_state)
+  // never gets there, so its casts would outlive the region and hand
+  // pre-step weights to every later iteration.
   const bool cacheable = dtype == lower && t.dtype() == kFloat32 && t.requires_grad() &&
-                         t.is_leaf();
+                         t.is_leaf() && t_state.depth > 0;
   if (cacheable) {
     auto it = t_cache.find(t.impl());
     if (it != t_cache.end()) return it->second;

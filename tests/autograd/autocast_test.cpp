@@ -267,5 +267,28 @@ TEST(Autocast, StreamClosuresSeeTheRegion) {
   EXPECT_EQ(out.dtype(), kBFloat16);
 }
 
+// A closure inherits the region but not its weight-cast cache: after the
+// weight changes between two regions (an optimizer step), the second
+// region's closure must see the new weight, not the first one's cast.
+TEST(Autocast, StreamClosuresDoNotKeepWeightCastsPastTheRegion) {
+  const Device cpu1("cpu:1");
+  Tensor w = randn({2, 2}, TensorOptions().device(cpu1)).requires_grad_();
+  const Tensor x = randn({2, 2}, TensorOptions().device(cpu1));
+  const auto step = [&] {
+    Tensor out;
+    amp::AutocastGuard autocast(kCPU);
+    current_stream(cpu1).submit([&] { out = mm(x, w); });
+    current_stream(cpu1).synchronize();
+    return out.detach().to(kFloat32).cpu();
+  };
+  const Tensor before = step();
+  {
+    autograd::NoGradGuard no_grad;
+    w.mul_(2);  // exact in bfloat16 too
+  }
+  const Tensor after = step();
+  EXPECT_TRUE(allclose(after, before * 2, 0, 0));
+}
+
 }  // namespace
 }  // namespace loom
