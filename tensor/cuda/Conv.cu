@@ -265,6 +265,11 @@ AlgoChoice choose_algo(cudnnHandle_t h, DType dtype, const native::ConvGeometry&
   const ConvKey key = key_for(dtype, g, Pass::kPass, o);
   AlgoChoice c;
   if (algo_cache().find(key, &c)) return c;
+  // Search under the math type the switches ask for: conv2d_backward shares
+  // one descriptor between its passes, so the backward-data pass has left its
+  // own choice on it (perhaps CUDNN_DEFAULT_MATH, under which cuDNN does not
+  // offer its tensor-core kernels), which must not narrow this search.
+  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), d.base_math));
   typename Pass::Perf perf[kMaxAlgos];
   int count = 0;
   LOOM_CUDA_CHECK(o.benchmark ? Pass::find(h, d, &count, perf) : Pass::get(h, d, &count, perf));
