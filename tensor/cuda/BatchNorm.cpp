@@ -19,14 +19,21 @@ namespace {
 
 void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
+// The statistics' and parameters' dtype beside activations of `dtype`.
+DType stats_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloat32 : dtype; }
+
 // Per-channel statistics handed back to the backward must sit beside the input.
 void check_stat(const Tensor& x, const Tensor& t, const char* name) {
-  LOOM_CHECK(t.defined() && t.device() == x.device() && t.dtype() == x.dtype() &&
+  const DType want = stats_dtype(x.dtype());
+  LOOM_CHECK(t.defined() && t.device() == x.device() && t.dtype() == want &&
                  t.numel() == x.size(1),
              "batch_norm_backward: expected ", name, " of shape [", x.size(1), "] and dtype ",
-             dtype_name(x.dtype()), " on ", x.device().str(), ", got ",
+             dtype_name(want), " on ", x.device().str(), ", got ",
              t.defined() ? t.describe() : std::string("an undefined tensor"));
 }
+
+// float16 and bfloat16 activations run as they are (float32 statistics).
+bool batch_norm_takes_kernel(DType dtype) { return is_reduced_float(dtype); }
 
 }  // namespace
 
@@ -81,6 +88,8 @@ void batch_norm_backward_kernel(const native::BatchNormShape& s, const Tensor& g
                       device, current_stream_handle(device));
 }
 
+static const native::RegisterKernel reg_batch_norm_takes(native::batch_norm_takes_stub, kCUDA,
+                                                         &batch_norm_takes_kernel);
 static const native::RegisterKernel reg_batch_norm(native::batch_norm_stub, kCUDA,
                                                    &batch_norm_kernel);
 static const native::RegisterKernel reg_batch_norm_backward(native::batch_norm_backward_stub, kCUDA,

@@ -19,10 +19,18 @@
 // pass.  The elementwise kernels find an element's channel with IntDivider
 // (no 64-bit division) when every index fits in 31 bits.
 // The coefficient formulas are the CPU's (tensor/cpu/Normalization.cpp).
+//
+// float16 and bfloat16 activations are read and written as they are, with
+// float32 parameters and statistics beside them (P = ParamOf<T>): each value
+// is widened in a register and the arithmetic is the float32 kernels', so
+// the results are the float32 computation's rounded once -- the same bits
+// the native op's old widened path gave, without its float32 copies of the
+// input, output and gradients (at ResNet-50 batch 256 several GB a step).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/BatchNorm.h"
@@ -36,6 +44,10 @@ namespace cuda {
 namespace {
 
 using native::BatchNormShape;
+
+// The dtype of the parameters and statistics beside activations of T.
+template <typename T>
+using ParamOf = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
 constexpr int kThreads = kBatchNormThreads;
 constexpr int kWarps = kThreads / 32;
@@ -100,11 +112,11 @@ __global__ void bn_stats_partial(const T* __restrict__ x, BatchNormShape s, Batc
 }
 
 // One thread per channel: the tiles' sums in order, then the statistics.
-template <typename T>
+template <typename T, typename P = ParamOf<T>>
 __global__ void bn_stats_finish(const T* __restrict__ x, BatchNormShape s, int64_t splits,
-                                const double* partial, const T* weight, const T* bias,
-                                double eps, T* running_mean, T* running_var, double momentum,
-                                T* save_mean, T* save_invstd, double* coef) {
+                                const double* partial, const P* weight, const P* bias,
+                                double eps, P* running_mean, P* running_var, double momentum,
+                                P* save_mean, P* save_invstd, double* coef) {
   const int64_t C = s.channels, count = s.batch * s.spatial;
   LOOM_CUDA_GRID_STRIDE(c, C) {
     double s1 = 0, s2 = 0;
@@ -114,34 +126,34 @@ __global__ void bn_stats_finish(const T* __restrict__ x, BatchNormShape s, int64
     }
     const double n = static_cast<double>(count);
     const double shift = static_cast<double>(x[c * s.spatial]);
-    const T m = static_cast<T>(shift + s1 / n);  // rounded as on the CPU
+    const P m = static_cast<P>(shift + s1 / n);  // rounded as on the CPU
     const double v = squared_deviations(s1, s2, n, shift, static_cast<double>(m)) / n;
     const double is = 1.0 / sqrt(v + eps);
     save_mean[c] = m;
-    save_invstd[c] = static_cast<T>(is);
+    save_invstd[c] = static_cast<P>(is);
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
     const double b = bias ? static_cast<double>(bias[c]) : 0.0;
     coef[c] = w * is;                                    // a
     coef[C + c] = b - static_cast<double>(m) * w * is;  // shift
     if (running_mean) {
-      const T var = static_cast<T>(v);
+      const P var = static_cast<P>(v);
       const double unbias = n / static_cast<double>(count - 1);
-      running_mean[c] = static_cast<T>((1 - momentum) * static_cast<double>(running_mean[c]) +
+      running_mean[c] = static_cast<P>((1 - momentum) * static_cast<double>(running_mean[c]) +
                                        momentum * static_cast<double>(m));
-      running_var[c] = static_cast<T>((1 - momentum) * static_cast<double>(running_var[c]) +
+      running_var[c] = static_cast<P>((1 - momentum) * static_cast<double>(running_var[c]) +
                                       momentum * static_cast<double>(var) * unbias);
     }
   }
 }
 
 // Evaluation statistics from the running ones, one thread per channel.
-template <typename T>
-__global__ void bn_eval_stats(int64_t C, const T* weight, const T* bias, double eps,
-                              const T* running_mean, const T* running_var, T* save_mean,
-                              T* save_invstd, double* coef) {
+template <typename P>
+__global__ void bn_eval_stats(int64_t C, const P* weight, const P* bias, double eps,
+                              const P* running_mean, const P* running_var, P* save_mean,
+                              P* save_invstd, double* coef) {
   LOOM_CUDA_GRID_STRIDE(c, C) {
-    const T m = running_mean[c];
-    const T is_t = static_cast<T>(1.0 / sqrt(static_cast<double>(running_var[c]) + eps));
+    const P m = running_mean[c];
+    const P is_t = static_cast<P>(1.0 / sqrt(static_cast<double>(running_var[c]) + eps));
     save_mean[c] = m;
     save_invstd[c] = is_t;
     const double is = static_cast<double>(is_t);  // the CPU applies the rounded invstd
@@ -163,32 +175,33 @@ struct ChannelOf {
   }
 };
 
-// y (N, C, S) = x * a[c] + shift[c].
-template <typename T, bool kFast>
+// y (N, C, S) = x * a[c] + shift[c], in P.
+template <typename T, bool kFast, typename P = ParamOf<T>>
 __global__ void bn_apply(const T* __restrict__ x, T* __restrict__ y, const double* coef,
                          ChannelOf ch, int64_t total) {
   LOOM_CUDA_GRID_STRIDE(j, total) {
     const int64_t c = ch.template at<kFast>(j);
-    y[j] = x[j] * static_cast<T>(coef[c]) + static_cast<T>(coef[ch.C + c]);
+    y[j] = static_cast<T>(static_cast<P>(x[j]) * static_cast<P>(coef[c]) +
+                          static_cast<P>(coef[ch.C + c]));
   }
 }
 
 // Block (tile, c): partial[0][c][tile] = sum dy, partial[1][c][tile] =
 // sum dy (x - mean).
-template <typename T>
+template <typename T, typename P = ParamOf<T>>
 __global__ void bn_backward_partial(const T* __restrict__ dy, const T* __restrict__ x,
-                                    BatchNormShape s, BatchNormPlan p, const T* mean,
+                                    BatchNormShape s, BatchNormPlan p, const P* mean,
                                     double* partial) {
   __shared__ double sh[2 * kWarps];
   const int64_t splits = p.splits(), C = s.channels;
   const BatchNormTile tile = batch_norm_tile(p, s, blockIdx.x);
   for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
-    const T m = mean[c];
+    const P m = mean[c];
     double sum_dy = 0, sum_dy_xmu = 0;
     walk_tile(tile, s, c, [&](int64_t off) {
-      const double g = static_cast<double>(dy[off]);
+      const double g = static_cast<double>(static_cast<P>(dy[off]));
       sum_dy += g;
-      sum_dy_xmu += g * static_cast<double>(x[off] - m);
+      sum_dy_xmu += g * static_cast<double>(static_cast<P>(x[off]) - m);
     });
     block_sum2(sum_dy, sum_dy_xmu, sh);
     if (threadIdx.x == 0 && threadIdx.y == 0) {
@@ -199,10 +212,10 @@ __global__ void bn_backward_partial(const T* __restrict__ dy, const T* __restric
 }
 
 // One thread per channel: grad_weight/grad_bias and the dx coefficients.
-template <typename T>
+template <typename P>
 __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const double* partial,
-                                   const T* mean, const T* invstd, const T* weight,
-                                   bool training, T* grad_weight, T* grad_bias, double* coef) {
+                                   const P* mean, const P* invstd, const P* weight,
+                                   bool training, P* grad_weight, P* grad_bias, double* coef) {
   const int64_t C = s.channels;
   const double count = static_cast<double>(s.batch * s.spatial);
   LOOM_CUDA_GRID_STRIDE(c, C) {
@@ -212,8 +225,8 @@ __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const doubl
       sum_dy_xmu += partial[(C + c) * splits + t];
     }
     const double is = static_cast<double>(invstd[c]);
-    if (grad_weight) grad_weight[c] = static_cast<T>(sum_dy_xmu * is);
-    if (grad_bias) grad_bias[c] = static_cast<T>(sum_dy);
+    if (grad_weight) grad_weight[c] = static_cast<P>(sum_dy_xmu * is);
+    if (grad_bias) grad_bias[c] = static_cast<P>(sum_dy);
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
     const double a = w * is;
     double b = 0, k = 0;
@@ -227,15 +240,16 @@ __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const doubl
   }
 }
 
-// dx (N, C, S) = a[c] * dy + b[c] * x + k[c].
-template <typename T, bool kFast>
+// dx (N, C, S) = a[c] * dy + b[c] * x + k[c], in P.
+template <typename T, bool kFast, typename P = ParamOf<T>>
 __global__ void bn_backward_apply(const T* __restrict__ dy, const T* __restrict__ x,
                                   T* __restrict__ dx, const double* coef, ChannelOf ch,
                                   int64_t total) {
   LOOM_CUDA_GRID_STRIDE(j, total) {
     const int64_t c = ch.template at<kFast>(j);
-    dx[j] = static_cast<T>(coef[c]) * dy[j] + static_cast<T>(coef[ch.C + c]) * x[j] +
-            static_cast<T>(coef[2 * ch.C + c]);
+    dx[j] = static_cast<T>(static_cast<P>(coef[c]) * static_cast<P>(dy[j]) +
+                           static_cast<P>(coef[ch.C + c]) * static_cast<P>(x[j]) +
+                           static_cast<P>(coef[2 * ch.C + c]));
   }
 }
 
@@ -259,10 +273,11 @@ void forward(const BatchNormShape& s, const void* x, const void* weight, const v
              void* running_mean, void* running_var, bool training, double momentum, double eps,
              void* y, void* save_mean, void* save_invstd, double* scratch, int device,
              cudaStream_t stream) {
+  using P = ParamOf<T>;
   const int64_t C = s.channels, S = s.spatial, total = s.batch * C * S;
   if (C == 0) return;
-  const T* w = static_cast<const T*>(weight);
-  const T* b = static_cast<const T*>(bias);
+  const P* w = static_cast<const P*>(weight);
+  const P* b = static_cast<const P*>(bias);
   const T* xt = static_cast<const T*>(x);
   if (training) {
     const BatchNormPlan p = plan_batch_norm(s, multiprocessors(device));
@@ -271,13 +286,13 @@ void forward(const BatchNormShape& s, const void* x, const void* weight, const v
     bn_stats_partial<T><<<partial_grid(p, C), block, 0, stream>>>(xt, s, p, partial);
     LOOM_CUDA_CHECK(cudaGetLastError());
     bn_stats_finish<T><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
-        xt, s, p.splits(), partial, w, b, eps, static_cast<T*>(running_mean),
-        static_cast<T*>(running_var), momentum, static_cast<T*>(save_mean),
-        static_cast<T*>(save_invstd), scratch);
+        xt, s, p.splits(), partial, w, b, eps, static_cast<P*>(running_mean),
+        static_cast<P*>(running_var), momentum, static_cast<P*>(save_mean),
+        static_cast<P*>(save_invstd), scratch);
   } else {
-    bn_eval_stats<T><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
-        C, w, b, eps, static_cast<const T*>(running_mean), static_cast<const T*>(running_var),
-        static_cast<T*>(save_mean), static_cast<T*>(save_invstd), scratch);
+    bn_eval_stats<P><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
+        C, w, b, eps, static_cast<const P*>(running_mean), static_cast<const P*>(running_var),
+        static_cast<P*>(save_mean), static_cast<P*>(save_invstd), scratch);
   }
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (total == 0) return;
@@ -296,6 +311,7 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* x, cons
               const void* invstd, const void* weight, bool training, void* grad_input,
               void* grad_weight, void* grad_bias, double* scratch, int device,
               cudaStream_t stream) {
+  using P = ParamOf<T>;
   const int64_t C = s.channels, S = s.spatial, total = s.batch * C * S;
   if (C == 0) return;
   const T* dy = static_cast<const T*>(grad_out);
@@ -304,12 +320,12 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* x, cons
   double* partial = scratch + 3 * C;
   const dim3 block(p.threads_x, p.threads_y);
   bn_backward_partial<T><<<partial_grid(p, C), block, 0, stream>>>(
-      dy, xt, s, p, static_cast<const T*>(mean), partial);
+      dy, xt, s, p, static_cast<const P*>(mean), partial);
   LOOM_CUDA_CHECK(cudaGetLastError());
-  bn_backward_finish<T><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
-      s, p.splits(), partial, static_cast<const T*>(mean), static_cast<const T*>(invstd),
-      static_cast<const T*>(weight), training, static_cast<T*>(grad_weight),
-      static_cast<T*>(grad_bias), scratch);
+  bn_backward_finish<P><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
+      s, p.splits(), partial, static_cast<const P*>(mean), static_cast<const P*>(invstd),
+      static_cast<const P*>(weight), training, static_cast<P*>(grad_weight),
+      static_cast<P*>(grad_bias), scratch);
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (!grad_input || total == 0) return;
   const ChannelOf ch = channel_of(s);
@@ -321,6 +337,17 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* x, cons
     bn_backward_apply<T, false><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
         dy, xt, dx, scratch, ch, total);
   LOOM_CUDA_CHECK(cudaGetLastError());
+}
+
+// fn(TypeTag<T>) for the activation dtypes the kernels take: float32,
+// float64, float16, bfloat16.
+template <typename Fn>
+void dispatch_activation(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case kFloat16: return fn(TypeTag<Half>{});
+    case kBFloat16: return fn(TypeTag<BFloat16>{});
+    default: return dispatch_floating(dtype, what, fn);
+  }
 }
 
 }  // namespace
@@ -337,7 +364,7 @@ void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void
                         uint64_t stream) {
   DeviceGuard guard(device);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  dispatch_floating(dtype, "batch_norm", [&](auto tag) {
+  dispatch_activation(dtype, "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward<T>(s, x, weight, bias, running_mean, running_var, training, momentum, eps, y,
                save_mean, save_invstd, scratch, device, st);
@@ -350,7 +377,7 @@ void batch_norm_backward(DType dtype, const native::BatchNormShape& s, const voi
                          double* scratch, int device, uint64_t stream) {
   DeviceGuard guard(device);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  dispatch_floating(dtype, "batch_norm_backward", [&](auto tag) {
+  dispatch_activation(dtype, "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward<T>(s, grad_out, x, mean, invstd, weight, training, grad_input, grad_weight,
                 grad_bias, scratch, device, st);

@@ -3,7 +3,9 @@
 //
 // Same contract as the CPU kernels (tensor/cpu/Normalization.h): contiguous
 // (N, C, S) input of float32 or float64, per-channel (C) statistics and
-// parameters (weight/bias may be null: 1 and 0).  `scratch` is device memory
+// parameters of its dtype (weight/bias may be null: 1 and 0); or input (and
+// output, gradients) of float16 or bfloat16 with float32 statistics and
+// parameters.  `scratch` is device memory
 // of batch_norm_scratch_doubles doubles (per-channel coefficients and the
 // partial sums of the channel's tiles, BatchNormPlan.h).  Queued on `stream`
 // of `device`; returns without waiting.

@@ -30,14 +30,14 @@ BatchNormShape bn_shape(const Tensor& input) {
 }
 
 // The dtype of the statistics and parameters beside input: its own, float32
-// for bfloat16 activations (which the CPU kernels take as they are).
+// for 16-bit activations (which the kernels may take as they are).
 DType stats_dtype(const Tensor& input) {
-  return input.dtype() == kBFloat16 ? kFloat32 : input.dtype();
+  return is_reduced_float(input.dtype()) ? kFloat32 : input.dtype();
 }
 
 // Whether the device's kernels take input's 16-bit dtype as it is (the CPU's
-// take bfloat16: activations in bfloat16, arithmetic and statistics in
-// float32).
+// take bfloat16, CUDA's float16 and bfloat16: activations in 16 bits,
+// arithmetic and statistics in float32).
 bool takes_reduced(const Tensor& input) {
   return is_reduced_float(input.dtype()) &&
          batch_norm_takes_stub.answer_or(false, input.device(), input.dtype());
@@ -168,8 +168,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
   // float16/bfloat16: the parameters and running statistics may be float32
   // beside a 16-bit input (as PyTorch allows); 16-bit running statistics are
   // updated through a float32 copy.  save_mean and save_invstd are float32.
-  // bfloat16 on the CPU runs as it is (the kernels widen in registers);
-  // otherwise computed in float32 and rounded once.
+  // Where the device's kernels take the dtype (bfloat16 on the CPU, both on
+  // CUDA) it runs as it is (the kernels widen in registers); otherwise
+  // computed in float32 and rounded once.
   if (input.defined() && is_reduced_float(input.dtype())) {
     const Tensor rm = widen(running_mean), rv = widen(running_var);
     auto [out, save_mean, save_invstd] =
@@ -196,9 +197,9 @@ void batch_norm_backward(const Tensor& grad_output, const Tensor& input, const T
                         ? unary_backward(unary_op<optable::Relu>(), grad_output, relu_output, {})
                         : grad_output;
   const Tensor y = fused ? relu_output : Tensor();
-  // float16/bfloat16 as in batch_norm: bfloat16 on the CPU as it is (the
-  // parameter gradients in float32), otherwise computed in float32; then
-  // each gradient in its tensor's dtype.
+  // float16/bfloat16 as in batch_norm: as it is where the device's kernels
+  // take it (the parameter gradients in float32), otherwise computed in
+  // float32; then each gradient in its tensor's dtype.
   if (input.defined() && is_reduced_float(input.dtype())) {
     const bool as_is = takes_reduced(input);
     batch_norm_backward_checked(as_is ? go : widen(go), as_is ? input : widen(input),

@@ -7,14 +7,16 @@
 // accumulate in float32; the ops that compute 16-bit inputs in float32
 // (softmax, norms, dropout, embedding, average pooling, index ops) giving the
 // GPU's float32 result rounded once (tests/HalfRounding.h, as on the CPU);
-// and GradScaler's trajectory with injected inf and NaN gradients on the GPU
-// equal to the CPU's.  Tagged gpu; every case skips itself where no GPU is
-// visible.
+// batch norm on 16-bit activations as they are; and GradScaler's trajectory
+// with injected inf and NaN gradients on the GPU equal to the CPU's.  Tagged
+// gpu; every case skips itself where no GPU is visible.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "tensor/CudaMemory.h"
 #include "tensor/native/Binary.h"
+#include "tensor/native/Normalization.h"
 #include "tensor/native/Unary.h"
 #include "tests/CudaTestUtil.h"
 #include "tests/GradScalerScript.h"
@@ -149,6 +151,62 @@ TEST_F(CudaHalf, ReductionsAccumulateInFloat32) {
 // (tests/GradScalerScript.h, the script grad_scaler_test holds to PyTorch).
 TEST_F(CudaHalf, NnOpsAreTheRoundedFloat32ResultOnTheGpu) {
   testing::expect_nn_ops_round_float32(kGpu);
+}
+
+// Batch norm reads and writes 16-bit activations as they are on the GPU
+// (float32 statistics and arithmetic): training and evaluation forward and
+// the backward give the GPU's float32 results rounded once (one ulp allowed
+// where the compiler fuses differently), the same float32 statistics and
+// running statistics, and no float32 copy of the activations (the peak grows
+// by the 16-bit output and the statistics, not by 4-byte copies).
+TEST_F(CudaHalf, BatchNormRunsSixteenBitActivationsAsTheyAre) {
+  using testing::half_sample;
+  using testing::widened;
+  using testing::WithinOneUlpOfRounded;
+  for (DType d : kHalfTypes) {
+    SCOPED_TRACE(dtype_name(d));
+    const Tensor x = half_sample(d, {6, 5, 7, 9}, 21, kGpu);
+    const Tensor go = half_sample(d, x.sizes(), 22, kGpu);
+    const Tensor w = half_sample(kFloat32, {5}, 23, kGpu), b = half_sample(kFloat32, {5}, 24, kGpu);
+    for (bool training : {true, false}) {
+      SCOPED_TRACE(training ? "training" : "evaluation");
+      Tensor rm = zeros({5}, TensorOptions().device(kGpu)), rv = ones({5}, TensorOptions().device(kGpu));
+      Tensor rm32 = rm.clone(), rv32 = rv.clone();
+      auto [y, mean, invstd] = native::batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
+      auto [y32, mean32, invstd32] =
+          native::batch_norm(widened(x), rm32, rv32, w, b, training, 0.1, 1e-5);
+      EXPECT_EQ(y.dtype(), d);
+      EXPECT_TRUE(WithinOneUlpOfRounded(y, y32));
+      EXPECT_TRUE(allclose(mean, mean32, 1e-6, 1e-7));
+      EXPECT_TRUE(allclose(invstd, invstd32, 1e-6, 1e-7));
+      EXPECT_TRUE(allclose(rm, rm32, 1e-6, 1e-7));
+      EXPECT_TRUE(allclose(rv, rv32, 1e-6, 1e-7));
+      Tensor gi, gw, gb, gi32, gw32, gb32;
+      native::batch_norm_backward(go, x, w, mean, invstd, training, true, true, true, gi, gw, gb);
+      native::batch_norm_backward(widened(go), widened(x), w, mean32, invstd32, training, true,
+                                  true, true, gi32, gw32, gb32);
+      EXPECT_EQ(gi.dtype(), d);
+      EXPECT_TRUE(WithinOneUlpOfRounded(gi, gi32));
+      EXPECT_TRUE(allclose(gw, gw32, 1e-5, 1e-6));
+      EXPECT_TRUE(allclose(gb, gb32, 1e-5, 1e-6));
+    }
+    // 4 M activations: a float32 copy of the input alone would add 16 MB.
+    const Tensor big = half_sample(d, {16, 64, 64, 64}, 25, kGpu);
+    cuda::synchronize();
+    cuda::reset_peak_memory_stats(kGpu.index);
+    const int64_t before = cuda::memory_allocated(kGpu.index);
+    {
+      auto [y, mean, invstd] =
+          native::batch_norm(big, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+      Tensor gi, gw, gb;
+      native::batch_norm_backward(y, big, Tensor(), mean, invstd, true, true, true, true, gi, gw,
+                                  gb);
+      cuda::synchronize();
+    }
+    const int64_t grown = cuda::max_memory_allocated(kGpu.index) - before;
+    EXPECT_LE(grown, 2 * big.numel() * 2 + (int64_t(2) << 20))
+        << "peak grew by " << grown << " bytes for " << big.numel() << " 16-bit activations";
+  }
 }
 
 TEST_F(CudaHalf, GradScalerOnTheGpuFollowsTheCpu) {
