@@ -47,7 +47,8 @@ using native::BatchNormShape;
 
 // The dtype of the parameters and statistics beside activations of T.
 template <typename T>
-using ParamOf = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+using ParamOf =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
 
 constexpr int kThreads = kBatchNormThreads;
 constexpr int kWarps = kThreads / 32;

@@ -7,7 +7,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "autograd/Node.h"
@@ -59,65 +58,54 @@ TEST(HalfGradientDtype, ConversionIsRecordedUnderCreateGraph) {
 // Every differentiable op of a network on 16-bit leaves: the output and every
 // leaf's gradient keep the leaf's dtype.
 TEST(HalfGradientDtype, EveryOpGivesSixteenBitLeavesGradientsOfTheirDtype) {
+  using Leaves = std::vector<Tensor>;
+  struct Case {
+    std::string name;
+    std::vector<IntList> leaf_shapes;
+    std::function<Tensor(const Leaves&)> op;
+  };
+  const Tensor idx = tensor<int64_t>({1, 1, 4});
+  const Tensor two_rows = tensor<int64_t>({1, 1}), zeros23 = zeros({2, 3}, kInt64);
+  const Tensor target = tensor<int64_t>({0, 1, 2, 3});
+  const std::vector<Case> cases = {
+      {"softmax", {{4, 5}}, [](const Leaves& v) { return softmax(v[0], 1); }},
+      {"log_softmax", {{4, 5}}, [](const Leaves& v) { return log_softmax(v[0], 0); }},
+      {"layer_norm", {{4, 5}, {5}, {5}},
+       [](const Leaves& v) { return layer_norm(v[0], {5}, v[1], v[2]); }},
+      {"group_norm", {{2, 4, 3}, {4}, {4}},
+       [](const Leaves& v) { return group_norm(v[0], 2, v[1], v[2]); }},
+      {"batch_norm", {{2, 3, 4, 4}, {3}, {3}},
+       [](const Leaves& v) {
+         return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true, 0.1, 1e-5);
+       }},
+      {"dropout", {{4, 5}}, [](const Leaves& v) { return dropout(v[0], 0.5, true); }},
+      {"embedding", {{6, 3}}, [&](const Leaves& v) { return embedding(v[0], idx); }},
+      {"avg_pool2d", {{1, 2, 4, 4}}, [](const Leaves& v) { return avg_pool2d(v[0], {2}); }},
+      {"adaptive_avg_pool2d", {{1, 2, 4, 4}},
+       [](const Leaves& v) { return adaptive_avg_pool2d(v[0], {1, 1}); }},
+      {"max_pool2d", {{1, 2, 4, 4}}, [](const Leaves& v) { return max_pool2d(v[0], {2}); }},
+      {"linear", {{4, 5}, {3, 5}, {3}}, [](const Leaves& v) { return linear(v[0], v[1], v[2]); }},
+      {"mm", {{4, 5}, {5, 3}}, [](const Leaves& v) { return mm(v[0], v[1]); }},
+      {"bmm", {{2, 4, 5}, {2, 5, 3}}, [](const Leaves& v) { return bmm(v[0], v[1]); }},
+      {"conv2d", {{1, 2, 5, 5}, {3, 2, 3, 3}, {3}},
+       [](const Leaves& v) { return conv2d(v[0], v[1], v[2]); }},
+      {"index_add", {{4, 3}, {2, 3}},
+       [&](const Leaves& v) { return index_add(v[0], 0, two_rows, v[1]); }},
+      {"scatter_add", {{4, 3}, {2, 3}},
+       [&](const Leaves& v) { return scatter_add(v[0], 0, zeros23, v[1]); }},
+      {"gather", {{4, 3}}, [&](const Leaves& v) { return gather(v[0], 0, zeros23); }},
+      {"cross_entropy", {{4, 5}}, [&](const Leaves& v) { return cross_entropy(v[0], target); }},
+      {"mse_loss", {{4, 5}, {4, 5}}, [](const Leaves& v) { return mse_loss(v[0], v[1]); }},
+  };
   for (DType d : {kFloat16, kBFloat16}) {
-    auto leaf = [&](IntList sizes, uint64_t seed) {
-      Generator gen(seed);
-      return (randn(sizes, TensorOptions(kFloat32), &gen) * 0.5).to(d).requires_grad_();
-    };
-    const Tensor idx = tensor<int64_t>({1, 1, 4});
-    using Case = std::function<std::pair<std::vector<Tensor>, Tensor>()>;
-    const std::vector<std::pair<std::string, Case>> cases = {
-        {"softmax", [&] { Tensor x = leaf({4, 5}, 1); return std::make_pair(std::vector<Tensor>{x}, softmax(x, 1)); }},
-        {"log_softmax", [&] { Tensor x = leaf({4, 5}, 2); return std::make_pair(std::vector<Tensor>{x}, log_softmax(x, 0)); }},
-        {"layer_norm", [&] {
-           Tensor x = leaf({4, 5}, 3), w = leaf({5}, 4), b = leaf({5}, 5);
-           return std::make_pair(std::vector<Tensor>{x, w, b}, layer_norm(x, {5}, w, b));
-         }},
-        {"group_norm", [&] {
-           Tensor x = leaf({2, 4, 3}, 6), w = leaf({4}, 7), b = leaf({4}, 8);
-           return std::make_pair(std::vector<Tensor>{x, w, b}, group_norm(x, 2, w, b));
-         }},
-        {"batch_norm", [&] {
-           Tensor x = leaf({2, 3, 4, 4}, 9);
-           return std::make_pair(std::vector<Tensor>{x},
-                                 batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5));
-         }},
-        {"dropout", [&] { Tensor x = leaf({4, 5}, 10); return std::make_pair(std::vector<Tensor>{x}, dropout(x, 0.5, true)); }},
-        {"embedding", [&] { Tensor w = leaf({6, 3}, 11); return std::make_pair(std::vector<Tensor>{w}, embedding(w, idx)); }},
-        {"avg_pool2d", [&] { Tensor x = leaf({1, 2, 4, 4}, 12); return std::make_pair(std::vector<Tensor>{x}, avg_pool2d(x, {2})); }},
-        {"adaptive_avg_pool2d", [&] { Tensor x = leaf({1, 2, 4, 4}, 13); return std::make_pair(std::vector<Tensor>{x}, adaptive_avg_pool2d(x, {1, 1})); }},
-        {"max_pool2d", [&] { Tensor x = leaf({1, 2, 4, 4}, 14); return std::make_pair(std::vector<Tensor>{x}, max_pool2d(x, {2})); }},
-        {"linear", [&] {
-           Tensor x = leaf({4, 5}, 15), w = leaf({3, 5}, 16), b = leaf({3}, 17);
-           return std::make_pair(std::vector<Tensor>{x, w, b}, linear(x, w, b));
-         }},
-        {"mm", [&] { Tensor a = leaf({4, 5}, 18), b = leaf({5, 3}, 19); return std::make_pair(std::vector<Tensor>{a, b}, mm(a, b)); }},
-        {"bmm", [&] { Tensor a = leaf({2, 4, 5}, 20), b = leaf({2, 5, 3}, 21); return std::make_pair(std::vector<Tensor>{a, b}, bmm(a, b)); }},
-        {"conv2d", [&] {
-           Tensor x = leaf({1, 2, 5, 5}, 22), w = leaf({3, 2, 3, 3}, 23), b = leaf({3}, 24);
-           return std::make_pair(std::vector<Tensor>{x, w, b}, conv2d(x, w, b));
-         }},
-        {"index_add", [&] {
-           Tensor x = leaf({4, 3}, 25), s = leaf({2, 3}, 26);
-           return std::make_pair(std::vector<Tensor>{x, s}, index_add(x, 0, tensor<int64_t>({1, 1}), s));
-         }},
-        {"scatter_add", [&] {
-           Tensor x = leaf({4, 3}, 27), s = leaf({2, 3}, 28);
-           return std::make_pair(std::vector<Tensor>{x, s}, scatter_add(x, 0, zeros({2, 3}, kInt64), s));
-         }},
-        {"gather", [&] { Tensor x = leaf({4, 3}, 29); return std::make_pair(std::vector<Tensor>{x}, gather(x, 0, zeros({2, 3}, kInt64))); }},
-        {"cross_entropy", [&] {
-           Tensor x = leaf({4, 5}, 30);
-           return std::make_pair(std::vector<Tensor>{x}, cross_entropy(x, tensor<int64_t>({0, 1, 2, 3})));
-         }},
-        {"mse_loss", [&] {
-           Tensor x = leaf({4, 5}, 31), t = leaf({4, 5}, 32);
-           return std::make_pair(std::vector<Tensor>{x, t}, mse_loss(x, t));
-         }},
-    };
-    for (const auto& [name, run] : cases) {
-      SCOPED_TRACE(dtype_name(d) + " " + name);
-      auto [leaves, out] = run();
+    for (const Case& c : cases) {
+      SCOPED_TRACE(dtype_name(d) + " " + c.name);
+      Leaves leaves;
+      for (const IntList& shape : c.leaf_shapes) {
+        Generator gen(leaves.size() + 1);
+        leaves.push_back((randn(shape, TensorOptions(kFloat32), &gen) * 0.5).to(d).requires_grad_());
+      }
+      const Tensor out = c.op(leaves);
       EXPECT_EQ(out.dtype(), d);
       out.backward(ones_like(out));
       for (size_t i = 0; i < leaves.size(); ++i) {

@@ -167,10 +167,12 @@ TEST_F(CudaHalf, BatchNormRunsSixteenBitActivationsAsTheyAre) {
     SCOPED_TRACE(dtype_name(d));
     const Tensor x = half_sample(d, {6, 5, 7, 9}, 21, kGpu);
     const Tensor go = half_sample(d, x.sizes(), 22, kGpu);
-    const Tensor w = half_sample(kFloat32, {5}, 23, kGpu), b = half_sample(kFloat32, {5}, 24, kGpu);
+    const Tensor w = half_sample(kFloat32, {5}, 23, kGpu);
+    const Tensor b = half_sample(kFloat32, {5}, 24, kGpu);
+    const TensorOptions on_gpu = TensorOptions().device(kGpu);
     for (bool training : {true, false}) {
       SCOPED_TRACE(training ? "training" : "evaluation");
-      Tensor rm = zeros({5}, TensorOptions().device(kGpu)), rv = ones({5}, TensorOptions().device(kGpu));
+      Tensor rm = zeros({5}, on_gpu), rv = ones({5}, on_gpu);
       Tensor rm32 = rm.clone(), rv32 = rv.clone();
       auto [y, mean, invstd] = native::batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
       auto [y32, mean32, invstd32] =
