@@ -23,8 +23,16 @@ void convert_parallel(const void* src, void* dst, int64_t n, void (*run)(const S
                [&](int64_t begin, int64_t end) { run(s + begin, d + begin, end - begin); });
 }
 
+// Whether dst and src are one dense block each with the same strides
+// (contiguous, or channels last in both): then element i of one is element
+// i of the other in memory order, and the copy runs over flat memory.
+bool same_dense_layout(const Tensor& dst, const Tensor& src) {
+  if (dst.sizes() != src.sizes() || dst.strides() != src.strides()) return false;
+  return dst.is_contiguous() || dst.is_contiguous(MemoryFormat::kChannelsLast);
+}
+
 void copy_kernel(const Tensor& dst, const Tensor& src, bool /*non_blocking*/) {
-  const bool dense = dst.is_contiguous() && src.is_contiguous() && dst.sizes() == src.sizes();
+  const bool dense = same_dense_layout(dst, src);
   if (dst.dtype() == src.dtype() && dense) {
     if (dst.nbytes() > 0) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     return;

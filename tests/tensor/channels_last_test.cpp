@@ -116,6 +116,28 @@ TEST(ChannelsLast, ElementwiseResultsKeepTheLayout) {
   }
 }
 
+// Copies between two channels-last tensors run over flat memory (the
+// float32 <-> bfloat16 conversions in their vectorised loops): the values
+// of the planar conversions, the layout kept; a channels-last source into a
+// contiguous destination still permutes.
+TEST(ChannelsLast, ConversionsBetweenChannelsLastTensors) {
+  const Tensor a = random({2, 33, 5, 7}, 8);
+  const Tensor acl = a.contiguous(kCL);
+  const Tensor h = acl.to(kBFloat16);
+  EXPECT_TRUE(is_channels_last(h));
+  EXPECT_TRUE(AllClose(h.to(kFloat32), a.to(kBFloat16).to(kFloat32), 0, 0));
+  const Tensor back = h.to(kFloat32);
+  EXPECT_TRUE(is_channels_last(back));
+  EXPECT_TRUE(AllClose(back, a.to(kBFloat16).to(kFloat32), 0, 0));
+  Tensor same = empty(a.sizes(), kFloat32, kCL);
+  same.copy_(acl);
+  EXPECT_TRUE(AllClose(same, a, 0, 0));
+  Tensor planar = empty(a.sizes(), kBFloat16);
+  planar.copy_(acl);
+  EXPECT_TRUE(planar.is_contiguous());
+  EXPECT_TRUE(AllClose(planar.to(kFloat32), a.to(kBFloat16).to(kFloat32), 0, 0));
+}
+
 struct BatchNormRun {
   Tensor out, grad_input, grad_weight, grad_bias, running_mean, running_var;
 };
