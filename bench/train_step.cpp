@@ -17,7 +17,8 @@
 // bench/compare_train_step.sh runs it beside the PyTorch twin (train_step.py);
 // bench/gpu/run.sh runs both on a GPU machine.  --profile adds, after the
 // line, each phase's kernels (native/KernelProfile.h: self time per dispatch
-// slot, ms per step over the timed steps) and the time outside them, as
+// slot, ms per step over the timed steps; on a GPU each op's GPU time, the
+// device synchronized around it) and the time outside them, as
 // train_step.py --profile does from PyTorch's profiler.
 #include <CLI/CLI.hpp>
 #include <sys/resource.h>

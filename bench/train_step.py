@@ -6,8 +6,9 @@ torch.cuda.max_memory_allocated over the timed steps.  --amp bf16|fp16 runs
 the forward and the loss under torch.autocast (the line ends with amp=...);
 fp16 also scales the loss with torch.cuda.amp.GradScaler.
 --profile runs the timed steps under PyTorch's profiler and prints, after the
-line, each phase's time and the ops above 0.5% of the step by self CPU time,
-in ms per step (beside bench/train_step --profile's kernel table)."""
+line, each phase's time and the ops above 0.5% of the step by self CPU time
+(on CUDA: by self GPU time), in ms per step (beside bench/train_step
+--profile's kernel table)."""
 import argparse
 import contextlib
 import os
@@ -65,7 +66,10 @@ def main():
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
             if a.profile:
-                prof = torch.autograd.profiler.profile()
+                activities = [torch.profiler.ProfilerActivity.CPU]
+                if cuda:
+                    activities.append(torch.profiler.ProfilerActivity.CUDA)
+                prof = torch.profiler.profile(activities=activities)
                 prof.__enter__()
         phase = (lambda name: torch.autograd.profiler.record_function(name)) if prof else (
             lambda name: contextlib.nullcontext())
@@ -97,18 +101,29 @@ def main():
               "" if a.amp == "none" else " amp=" + a.amp))
     if prof:
         prof.__exit__(None, None, None)
-        print_profile(prof, a.iters, statistics.mean(ms))
+        print_profile(prof, a.iters, statistics.mean(ms), cuda)
 
 
-def print_profile(prof, iters, step_ms):
+def self_time_us(event, on_gpu):
+    """An op's self time: CPU, or on a GPU the device time of its kernels
+    (self_device_time_total since PyTorch 2.4, self_cuda_time_total before)."""
+    if not on_gpu:
+        return event.self_cpu_time_total
+    for name in ("self_device_time_total", "self_cuda_time_total"):
+        if hasattr(event, name):
+            return getattr(event, name)
+    return 0.0
+
+
+def print_profile(prof, iters, step_ms, on_gpu=False):
     averages = prof.key_averages()
     for phase in ("forward", "backward", "optimizer"):
         total = sum(e.cpu_time_total for e in averages if e.key == phase)
         print("profile %-9s total   %8.2f ms" % (phase, total / 1e3 / iters))
     ops = sorted((e for e in averages if e.key not in ("forward", "backward", "optimizer")),
-                 key=lambda e: -e.self_cpu_time_total)
+                 key=lambda e: -self_time_us(e, on_gpu))
     for e in ops:
-        ms = e.self_cpu_time_total / 1e3 / iters
+        ms = self_time_us(e, on_gpu) / 1e3 / iters
         if ms < 0.005 * step_ms:
             break
         print("profile   %-44s %8.2f ms %6.1f calls" % (e.key[:44], ms, e.count / iters))

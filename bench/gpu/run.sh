@@ -18,6 +18,8 @@
 #      accuracy for the same seed (not with --quick)
 #   6. the split_size experiment on one GPU, both stages on cuda:0 with their
 #      own streams (not with --quick)
+#   7. the ResNet-50 fp16 AMP step op by op, loom's kernel profile beside
+#      PyTorch's profiler (not with --quick; last, for diagnosis)
 # Output: $OUT/summary.txt and $OUT/results.tar.gz (every log, XML and CSV),
 # written by an EXIT trap, so they come back even when a step hangs or the
 # script is killed at its limit.  Without a GPU the same flow runs here in
@@ -273,6 +275,34 @@ if ((!quick)); then
     sed -n '/^mode /,/^$/p' "$work/split_size.log" | sed 's/^/  /' | tee -a "$out/summary.txt" >/dev/null
   else
     fail "split_size: exit $step_rc (split_size.log)"
+  fi
+fi
+
+# ---- 7. the AMP step op by op --------------------------------------------------------------
+# Where loom's and PyTorch's ResNet-50 fp16 step spend their GPU time: loom's
+# kernel profile synchronizes around every op (so its total is no step
+# time), PyTorch's profiler gives each op's self GPU time.  Last: it is
+# for diagnosis, and the budget may run out first.
+if ((!quick)); then
+  mkdir -p "$work/profile"
+  profile_args=("${resnet_amp[@]}" --profile)
+  ((has_gpu)) && profile_args=(--model resnet50 --batch 256 --size 224 --classes 1000 --iters 3
+    --warmup 3 --amp fp16 --profile)
+  run_step profile/resnet50-amp-loom 120 "${loom[@]}" "$bin/train_step" --device "$device" "${profile_args[@]}"
+  if ((step_rc == 0)); then
+    summary "resnet50-amp op by op, loom (ms per step, GPU time with the device synchronized around each op):"
+    grep '^profile' "$work/profile/resnet50-amp-loom.log" | head -24 | sed 's/^/  /' | tee -a "$out/summary.txt" >/dev/null
+  else
+    fail "profile/resnet50-amp-loom: exit $step_rc"
+  fi
+  if [[ -n "$torch_py" ]]; then
+    run_step profile/resnet50-amp-torch 120 "$torch_py" bench/train_step.py --device "$device" "${profile_args[@]}"
+    if ((step_rc == 0)); then
+      summary "resnet50-amp op by op, PyTorch (ms per step, self GPU time):"
+      grep '^profile' "$work/profile/resnet50-amp-torch.log" | head -24 | sed 's/^/  /' | tee -a "$out/summary.txt" >/dev/null
+    else
+      fail "profile/resnet50-amp-torch: exit $step_rc"
+    fi
   fi
 fi
 

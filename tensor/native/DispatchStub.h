@@ -90,7 +90,7 @@ class DispatchStub<Ret (*)(Args...)> {
   template <typename... A>
   Ret operator()(Device device, A&&... args) const {
     if (!kernel_profiling()) return get(device)(std::forward<A>(args)...);
-    KernelTimer timer(name_);
+    KernelTimer timer(name_, device);
     return get(device)(std::forward<A>(args)...);
   }
 

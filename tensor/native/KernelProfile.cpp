@@ -6,6 +6,8 @@
 #include <mutex>
 #include <utility>
 
+#include "tensor/CudaRuntime.h"
+
 namespace loom {
 namespace native {
 
@@ -30,6 +32,13 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The clock after `device` has finished the work queued on it (a CUDA
+// device's streams drained; a CPU device's kernels ran on this thread).
+int64_t now_ns_after(Device device) {
+  if (device.is_cuda()) cuda::synchronize(device.index);
+  return now_ns();
 }
 
 }  // namespace
@@ -61,13 +70,13 @@ std::vector<KernelStat> stop_kernel_profile() {
   return out;
 }
 
-KernelTimer::KernelTimer(const char* name)
-    : name_(name), start_ns_(now_ns()), parent_(innermost) {
+KernelTimer::KernelTimer(const char* name, Device device)
+    : name_(name), device_(device), start_ns_(now_ns_after(device)), parent_(innermost) {
   innermost = this;
 }
 
 KernelTimer::~KernelTimer() {
-  const int64_t total = now_ns() - start_ns_;
+  const int64_t total = now_ns_after(device_) - start_ns_;
   innermost = parent_;
   if (parent_ != nullptr) parent_->children_ns_ += total;
   Profile& p = profile();

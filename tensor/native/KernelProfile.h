@@ -6,15 +6,19 @@
 // the caller set ("forward", "backward", "optimizer").  Times are self
 // times: a kernel that calls other slots (a convolution filling an empty
 // output, say) is charged without them.  Calls from any thread count (the
-// autograd engine's too).  CUDA kernels are timed at launch only, so the
-// figures describe CPU kernels.  Off, the cost is one relaxed atomic load
-// per kernel call.
+// autograd engine's too).  A call on a CUDA device synchronizes the device
+// before its clock starts and before it stops, so it is charged the GPU
+// time of the work it queued: a profiled GPU step runs serialized (its
+// total is no step time), but the op-by-op split is the GPU's.  Off, the
+// cost is one relaxed atomic load per kernel call.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "tensor/Device.h"
 
 namespace loom {
 namespace native {
@@ -36,16 +40,18 @@ void set_kernel_profile_phase(const std::string& phase);
 // Stops and returns the profile, largest time first.
 std::vector<KernelStat> stop_kernel_profile();
 
-// Times one kernel call; DispatchStub makes one per call while profiling.
+// Times one kernel call on `device`; DispatchStub makes one per call while
+// profiling.
 class KernelTimer {
  public:
-  explicit KernelTimer(const char* name);
+  explicit KernelTimer(const char* name, Device device = Device());
   ~KernelTimer();
   KernelTimer(const KernelTimer&) = delete;
   KernelTimer& operator=(const KernelTimer&) = delete;
 
  private:
   const char* name_;
+  Device device_;
   int64_t start_ns_;
   int64_t children_ns_ = 0;  // nested kernel calls' time, not this one's
   KernelTimer* parent_;
