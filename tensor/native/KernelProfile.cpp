@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "tensor/CudaGraph.h"
 #include "tensor/CudaRuntime.h"
 
 namespace loom {
@@ -36,8 +37,11 @@ int64_t now_ns() {
 
 // The clock after `device` has finished the work queued on it (a CUDA
 // device's streams drained; a CPU device's kernels ran on this thread).
+// While a cuda::Graph captures this thread's stream nothing runs (and a
+// synchronize would break the capture): launches are timed then.
 int64_t now_ns_after(Device device) {
-  if (device.is_cuda()) cuda::synchronize(device.index);
+  if (device.is_cuda() && !cuda::is_current_stream_capturing(device.index))
+    cuda::synchronize(device.index);
   return now_ns();
 }
 
