@@ -137,6 +137,23 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 void linear_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias) {
+  check_pair("linear_backward", input, "input", weight, "weight");
+  check_defined("linear_backward", grad_output, "grad_output");
+  check_same_device("linear_backward", input, "input", grad_output, "grad_output");
+  LOOM_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
+             "linear_backward: input ", input.describe(), " and weight ", weight.describe(),
+             " are not a linear layer's (weight (out_features, in_features))");
+  IntList out_shape = input.sizes();
+  out_shape.back() = weight.size(0);
+  LOOM_CHECK(grad_output.sizes() == out_shape, "linear_backward: expected grad_output of shape ",
+             shape_str(out_shape), " (linear's output), got ", grad_output.describe());
+  // grad_output may differ from the input in dtype only: it is converted
+  // (the GEMM kernels read every operand in the output's dtype).
+  if (grad_output.dtype() != input.dtype()) {
+    linear_backward(to(grad_output, input.device(), input.dtype()), input, weight, need_input,
+                    need_weight, need_bias, grad_input, grad_weight, grad_bias);
+    return;
+  }
   if (widened(input)) {
     linear_backward(widen(grad_output), widen(input), widen(weight), need_input, need_weight,
                     need_bias, grad_input, grad_weight, grad_bias);

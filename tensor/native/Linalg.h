@@ -20,7 +20,9 @@ Tensor bmm(const Tensor& self, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);
 // The gradients of linear for grad_output (..., out): grad_input (..., in),
 // grad_weight (out, in), grad_bias (out); each computed only when its flag
-// is set (else undefined).
+// is set (else undefined).  grad_output may differ from input in dtype (it
+// is converted); throws loom::Error on a shape or device that is not
+// linear's output's.
 void linear_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                      bool need_input, bool need_weight, bool need_bias, Tensor& grad_input,
                      Tensor& grad_weight, Tensor& grad_bias);

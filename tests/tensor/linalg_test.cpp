@@ -5,6 +5,7 @@
 #include <random>
 
 #include "tensor/cpu/Gemm.h"
+#include "tensor/native/Linalg.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -180,6 +181,26 @@ TEST(Linalg, LinearMatchesPyTorch) {
   // Without bias: input @ weight^T.
   const Tensor x = pat(6, 5, 7, {2, 3}), w = pat(12, 5, 13, {4, 3});
   EXPECT_TRUE(AllClose(linear(x, w), naive_mm(x, w.t().contiguous()), 1e-12, 1e-12));
+}
+
+// linear_backward converts a grad_output of another dtype (the GEMM kernels
+// read every operand in the output's dtype) and refuses one that is not
+// shaped like linear's output.
+TEST(Linalg, LinearBackwardConvertsTheGradientsDtypeAndChecksItsShape) {
+  Generator gen(3);
+  const Tensor x = randn({4, 3}, kFloat32, &gen), w = randn({5, 3}, kFloat32, &gen);
+  const Tensor g = randn({4, 5}, kFloat32, &gen);
+  Tensor gi, gw, gb, gi64, gw64, gb64;
+  native::linear_backward(g, x, w, true, true, true, gi, gw, gb);
+  native::linear_backward(g.to(kFloat64), x, w, true, true, true, gi64, gw64, gb64);
+  EXPECT_EQ(gi64.dtype(), kFloat32);
+  EXPECT_TRUE(AllClose(gi64, gi, 0, 0));
+  EXPECT_TRUE(AllClose(gw64, gw, 0, 0));
+  EXPECT_TRUE(AllClose(gb64, gb, 0, 0));
+  EXPECT_LOOM_ERROR(native::linear_backward(zeros({4, 6}), x, w, true, true, true, gi, gw, gb),
+                    "linear_backward", "grad_output", "[4, 5]", "[4, 6]");
+  EXPECT_LOOM_ERROR(native::linear_backward(g, x, zeros({5, 2}), true, true, true, gi, gw, gb),
+                    "linear_backward", "[4, 3]", "[5, 2]");
 }
 
 TEST(Linalg, Errors) {
