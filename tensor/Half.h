@@ -10,7 +10,12 @@
 //             subnormals; NaN gives 0x7E00 with the input's sign.
 //   bfloat16: the upper 16 bits rounded; NaN gives 0xFFFF.
 //   to float: exact; a NaN keeps its payload with the quiet bit set.
-// Both g++ and nvcc compile this header (integer code only, no intrinsics).
+// Both g++ and nvcc compile this header: integer code on the host; on a GPU
+// the hardware's conversions (cvt: round to nearest even, subnormals kept,
+// overflow to inf -- the same results) in one instruction each, with NaNs
+// still taken through the integer code so their bits stay the CPU's.  An
+// elementwise float16 kernel is otherwise bound by its integer work, not
+// by memory, on an H100/H200.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +59,11 @@ LOOM_HOST_DEVICE inline uint16_t float16_from_float(float f) {
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t abs = x & 0x7FFFFFFFu;
   if (abs > 0x7F800000u) return sign | 0x7E00u;         // NaN
+#if defined(__CUDA_ARCH__)
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   if (abs >= 0x477FF000u) return sign | 0x7C00u;        // >= 65520 (and inf): inf
   if (abs >= 0x38800000u) {                             // normal: >= 2^-14
     // Rebias the exponent (127 -> 15) and round the mantissa's low 13 bits;
@@ -65,9 +75,17 @@ LOOM_HOST_DEVICE inline uint16_t float16_from_float(float f) {
   const uint32_t exponent = abs >> 23;                  // 102..112
   const uint32_t significand = (abs & 0x7FFFFFu) | 0x800000u;
   return sign | static_cast<uint16_t>(shift_right_rne(significand, 126u - exponent));
+#endif
 }
 
 LOOM_HOST_DEVICE inline float float_from_float16(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  if ((h & 0x7FFFu) <= 0x7C00u) {  // not a NaN: exact in one instruction
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+  }
+#endif
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu;
   const uint32_t mantissa = h & 0x3FFu;
@@ -84,7 +102,13 @@ LOOM_HOST_DEVICE inline float float_from_float16(uint16_t h) {
 LOOM_HOST_DEVICE inline uint16_t bfloat16_from_float(float f) {
   const uint32_t x = float_to_bits(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return 0xFFFFu;  // NaN, as PyTorch 1.13's CPU kernels
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint16_t b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   return static_cast<uint16_t>(shift_right_rne(x, 16));  // inf stays inf; overflow rounds to inf
+#endif
 }
 
 LOOM_HOST_DEVICE inline float float_from_bfloat16(uint16_t b) {
