@@ -109,7 +109,7 @@ Times time_winograd(const ConvGeometry& g, bool need_input, int reps, float* x, 
   if (!loom::cpu::winograd_applies(g)) return t;
   loom::cpu::onednn::WeightVersion kept;
   if (const char* keep = std::getenv("LOOM_BENCH_KEEP_WEIGHTS"); keep && *keep == '1')
-    kept = {std::make_shared<int>(0), 1};
+    kept = {std::make_shared<int>(0), 1, {}};
   t.fwd = best_ms(reps, [&] { loom::cpu::winograd_forward(g, x, w, b, y, kept); });
   if (need_input)
     t.bwd_data = best_ms(reps, [&] { loom::cpu::winograd_backward_data(g, w, gy, gx, kept); });

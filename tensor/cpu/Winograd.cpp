@@ -164,7 +164,7 @@ Tensor transform_weights(const float* w, int64_t w_out, int64_t w_in, bool backw
             if (q + 1 < cols)
               _mm512_storeu_ps(at, u[j]);
             else
-              _mm256_storeu_ps(at, _mm512_castps512_ps256(u[j]));
+              _mm512_mask_storeu_ps(at, 0x00FF, u[j]);  // the low 8 lanes
           }
         }
       }
