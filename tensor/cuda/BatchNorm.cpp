@@ -19,12 +19,9 @@ namespace {
 
 void* ptr(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// The statistics' and parameters' dtype beside activations of `dtype`.
-DType stats_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloat32 : dtype; }
-
 // Per-channel statistics handed back to the backward must sit beside the input.
 void check_stat(const Tensor& x, const Tensor& t, const char* name) {
-  const DType want = stats_dtype(x.dtype());
+  const DType want = native::batch_norm_stats_dtype(x.dtype());
   LOOM_CHECK(t.defined() && t.device() == x.device() && t.dtype() == want &&
                  t.numel() == x.size(1),
              "batch_norm_backward: expected ", name, " of shape [", x.size(1), "] and dtype ",

@@ -29,12 +29,6 @@ BatchNormShape bn_shape(const Tensor& input) {
   return s;
 }
 
-// The dtype of the statistics and parameters beside input: its own, float32
-// for 16-bit activations (which the kernels may take as they are).
-DType stats_dtype(const Tensor& input) {
-  return is_reduced_float(input.dtype()) ? kFloat32 : input.dtype();
-}
-
 // Whether the device's kernels take input's 16-bit dtype as it is (the CPU's
 // take bfloat16, CUDA's float16 and bfloat16: activations in 16 bits,
 // arithmetic and statistics in float32).
@@ -44,7 +38,7 @@ bool takes_reduced(const Tensor& input) {
 }
 
 // A per-channel parameter or statistic: undefined, or C values of
-// stats_dtype(input).
+// batch_norm_stats_dtype(input.dtype()).
 void check_channel_tensor(const Tensor& input, const Tensor& t, const char* name) {
   if (!t.defined()) return;
   check_same_device("batch_norm", input, "input", t, name);
@@ -52,8 +46,9 @@ void check_channel_tensor(const Tensor& input, const Tensor& t, const char* name
   LOOM_CHECK(t.numel() == C && t.dim() <= 1, "batch_norm: expected ", name, " of shape [", C,
              "] for input ", shape_str(input.sizes()), " (C = ", C, " channels), got ",
              shape_str(t.sizes()));
-  LOOM_CHECK(t.dtype() == stats_dtype(input), "batch_norm: expected ", name, " of dtype ",
-             dtype_name(stats_dtype(input)), ", got ", t.describe());
+  const DType stats = batch_norm_stats_dtype(input.dtype());
+  LOOM_CHECK(t.dtype() == stats, "batch_norm: expected ", name, " of dtype ", dtype_name(stats),
+             ", got ", t.describe());
 }
 
 // Whether the device's kernels fuse the ReLU (and the residual add) for
@@ -96,7 +91,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_checked(const Tensor& input,
              "batch_norm: Expected more than 1 value per channel when training, got input size ",
              shape_str(input.sizes()));
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
-  const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
+  const TensorOptions stats =
+      TensorOptions(batch_norm_stats_dtype(input.dtype())).device(input.device());
   const MemoryFormat format = channels_last_if(s.channels_last);
   const Tensor x = contiguous(input, format);
   Tensor out = empty(input.sizes(), options, format);
@@ -129,7 +125,8 @@ void batch_norm_backward_checked(const Tensor& grad_output, const Tensor& input,
                "batch_norm_backward: expected relu_output like input ", input.describe(),
                ", got ", relu_output.describe());
   const TensorOptions options = TensorOptions(input.dtype()).device(input.device());
-  const TensorOptions stats = TensorOptions(stats_dtype(input)).device(input.device());
+  const TensorOptions stats =
+      TensorOptions(batch_norm_stats_dtype(input.dtype())).device(input.device());
   const MemoryFormat format = channels_last_if(s.channels_last);
   const Tensor go = contiguous(to(grad_output, input.device(), input.dtype()), format);
   const Tensor x = contiguous(input, format);
@@ -145,6 +142,10 @@ void batch_norm_backward_checked(const Tensor& grad_output, const Tensor& input,
 }
 
 }  // namespace
+
+DType batch_norm_stats_dtype(DType input) {
+  return is_reduced_float(input) ? kFloat32 : input;
+}
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor& running_mean,
                                               const Tensor& running_var, const Tensor& weight,

@@ -27,6 +27,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& input, const Tensor&
                                               double eps, bool relu = false,
                                               const Tensor& residual = Tensor());
 
+// The dtype of batch norm's statistics and parameters beside an input of
+// `input` dtype: its own, float32 for 16-bit activations (which a device's
+// kernels may take as they are).
+DType batch_norm_stats_dtype(DType input);
+
 // Gradients for grad_output; each only when its flag is set.  grad_weight and
 // grad_bias are (C) even when weight is undefined.  relu_output: for
 // batch_norm(..., relu = true), its output; grad_output then goes through the
