@@ -55,16 +55,6 @@ void print_profile(const std::vector<native::KernelStat>& stats, int64_t iters, 
   std::printf("profile outside kernels %8.2f ms (of %.2f ms mean step)\n",
               step_ms - in_kernels * 1e3 / iters, step_ms);
 }
-
-// "2.6.3/avx512_core_bf16" from onednn::describe()'s "oneDNN 2.6.3, avx512_core_bf16".
-std::string onednn_build() {
-  std::string d = cpu::onednn::describe();
-  const std::string prefix = "oneDNN ";
-  if (d.compare(0, prefix.size(), prefix) == 0) d.erase(0, prefix.size());
-  const auto comma = d.find(", ");
-  if (comma != std::string::npos) d.replace(comma, 2, "/");
-  return d;
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,7 +166,9 @@ int main(int argc, char** argv) {
         peak_mib, faults_per_step, rss_mib, amp == "none" ? "" : (" amp=" + amp).c_str(),
         static_cast<long long>(cpu::conv_choice_stats().onednn),
         static_cast<long long>(cpu::conv_choice_stats().decided),
-        device.is_cpu() ? (" onednn=" + onednn_build()).c_str() : "");
+        device.is_cpu()
+            ? (" onednn=" + cpu::onednn::version() + "/" + cpu::onednn::effective_isa()).c_str()
+            : "");
     if (profile) print_profile(native::stop_kernel_profile(), iters, mean);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

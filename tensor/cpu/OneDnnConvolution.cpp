@@ -655,21 +655,25 @@ void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, cons
   backward_weights(g, dtype, input, grad_out, grad_weight, grad_bias, &shared);
 }
 
-std::string describe() {
+std::string version() {
   const dnnl_version_t* v = dnnl_version();
-  const char* isa = "?";
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: isa = "sse4.1"; break;
-    case dnnl::cpu_isa::avx: isa = "avx"; break;
-    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
-    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
-    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
-    default: break;
-  }
-  return detail::str("oneDNN ", v->major, ".", v->minor, ".", v->patch, ", ", isa);
+  return detail::str(v->major, ".", v->minor, ".", v->patch);
 }
+
+std::string effective_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse4.1";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "?";
+  }
+}
+
+std::string describe() { return "oneDNN " + version() + ", " + effective_isa(); }
 
 }  // namespace onednn
 }  // namespace cpu

@@ -91,8 +91,11 @@ void conv2d_backward(const ConvGeometry& g, DType dtype, const void* input, cons
                      const void* grad_out, void* grad_input, void* grad_weight, void* grad_bias,
                      const WeightVersion& weight_version = {});
 
-// oneDNN's version and the instruction set its kernels use here, e.g.
-// "oneDNN 2.6.3, avx2" (for benchmark tables).
+// oneDNN's version ("2.6.3"), the instruction set its kernels use here
+// ("avx512_core_bf16", "avx512_core_amx"), and both as "oneDNN 2.6.3, avx2"
+// (for benchmark tables).
+std::string version();
+std::string effective_isa();
 std::string describe();
 
 }  // namespace onednn
