@@ -27,11 +27,10 @@ namespace {
 
 using native::BinaryOp;
 using native::UnaryOp;
+using testing::kHalfDTypes;
 using testing_cuda::kGpu;
 
 class CudaHalf : public testing_cuda::CudaTest {};
-
-const DType kHalfTypes[] = {kFloat16, kBFloat16};
 
 // A CPU tensor of dtype (2 or 4 bytes per element) holding these bits.
 template <typename Bits>
@@ -66,7 +65,7 @@ template <typename Bits>
 TEST_F(CudaHalf, EveryBitPatternWidensAsOnTheCpu) {
   std::vector<uint16_t> patterns(65536);
   for (uint32_t i = 0; i < 65536; ++i) patterns[i] = static_cast<uint16_t>(i);
-  for (DType d : kHalfTypes) {
+  for (DType d : kHalfDTypes) {
     const Tensor host = from_bits(patterns, d);
     EXPECT_TRUE(SameBits<uint32_t>(host.to(kGpu).to(kFloat32), host.to(kFloat32))) << dtype_name(d);
     EXPECT_TRUE(SameBits<uint16_t>(host.to(kGpu), host)) << dtype_name(d) << " round trip";
@@ -89,7 +88,7 @@ TEST_F(CudaHalf, Float32NarrowsAsOnTheCpu) {
     inputs.push_back(static_cast<uint32_t>(state >> 32));
   }
   const Tensor host = from_bits(inputs, kFloat32);
-  for (DType d : kHalfTypes)
+  for (DType d : kHalfDTypes)
     EXPECT_TRUE(SameBits<uint16_t>(host.to(kGpu).to(d), host.to(d))) << dtype_name(d);
 }
 
@@ -115,7 +114,7 @@ Tensor sample(DType d, IntList sizes, uint64_t seed, double lo, double hi) {
 }
 
 TEST_F(CudaHalf, EveryTableOpMatchesTheCpu) {
-  for (DType d : kHalfTypes) {
+  for (DType d : kHalfDTypes) {
     const Tensor x = sample(d, {37, 29}, 1, -3, 3), y = sample(d, {29}, 2, 0.5, 3);
     optable::for_each_op(optable::UnaryOpList{}, [&](auto tag) {
       const UnaryOp op = native::unary_op<typename decltype(tag)::type>();
@@ -136,7 +135,7 @@ TEST_F(CudaHalf, EveryTableOpMatchesTheCpu) {
 }
 
 TEST_F(CudaHalf, ReductionsAccumulateInFloat32) {
-  for (DType d : kHalfTypes) {
+  for (DType d : kHalfDTypes) {
     // 2^15 ones: a 16-bit accumulator would stop at 256 (bfloat16) or 2048.
     const Tensor ones16 = ones({128, 256}).to(d);
     EXPECT_EQ(ones16.to(kGpu).sum().item<double>(), 32768.0) << dtype_name(d);
@@ -163,7 +162,7 @@ TEST_F(CudaHalf, BatchNormRunsSixteenBitActivationsAsTheyAre) {
   using testing::half_sample;
   using testing::widened;
   using testing::WithinOneUlpOfRounded;
-  for (DType d : kHalfTypes) {
+  for (DType d : kHalfDTypes) {
     SCOPED_TRACE(dtype_name(d));
     const Tensor x = half_sample(d, {6, 5, 7, 9}, 21, kGpu);
     const Tensor go = half_sample(d, x.sizes(), 22, kGpu);

@@ -10,6 +10,7 @@
 #include "tensor/native/Optim.h"
 #include "tensor/native/Pooling.h"
 #include "tensor/native/Unary.h"
+#include "tests/HalfRounding.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -18,63 +19,41 @@ namespace {
 using native::BinaryOp;
 using native::UnaryOp;
 
-const DType kHalfTypes[] = {kFloat16, kBFloat16};
-
-// Values in (-3, 3) with a few exact zeros, already representable in `dtype`.
-Tensor sample(DType dtype, IntList sizes, uint64_t seed) {
-  Generator gen(seed);
-  std::vector<float> values = (rand(sizes, TensorOptions(kFloat32), &gen) * 6.0 - 3.0).to_vector<float>();
-  for (size_t i = 0; i < values.size(); i += 7) values[i] = 0.0f;
-  return tensor(values, sizes).to(dtype);
-}
-
-// The same dtype, shape and bits (NaNs of any payload count as equal).
-::testing::AssertionResult Identical(const Tensor& got, const Tensor& want) {
-  if (got.dtype() != want.dtype())
-    return ::testing::AssertionFailure() << "dtype " << got.dtype() << " vs " << want.dtype();
-  if (got.sizes() != want.sizes())
-    return ::testing::AssertionFailure() << "shape " << shape_str(got.sizes()) << " vs "
-                                         << shape_str(want.sizes());
-  const auto a = got.to_vector<double>(), b = want.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;
-    return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << b[i];
-  }
-  return ::testing::AssertionSuccess();
-}
-
-Tensor wide(const Tensor& t) { return t.to(kFloat32); }
+using testing::half_sample;
+using testing::kHalfDTypes;
+using testing::SameValues;
+using testing::widened;
 
 TEST(HalfOps, EveryUnaryOpIsTheRoundedFloat32Result) {
-  for (DType d : kHalfTypes) {
-    const Tensor x = sample(d, {4, 33}, 1);
+  for (DType d : kHalfDTypes) {
+    const Tensor x = half_sample(d, {4, 33}, 1);
     optable::for_each_op(optable::UnaryOpList{}, [&](auto tag) {
       const UnaryOp op = native::unary_op<typename decltype(tag)::type>();
       const Tensor got = native::unary(op, x);
       EXPECT_EQ(got.dtype(), d) << native::unary_op_name(op);
-      EXPECT_TRUE(Identical(got, native::unary(op, wide(x)).to(d)))
+      EXPECT_TRUE(SameValues(got, native::unary(op, widened(x)).to(d)))
           << native::unary_op_name(op) << " on " << dtype_name(d);
       Tensor inplace = x.clone();
       native::unary_(op, inplace);
-      EXPECT_TRUE(Identical(inplace, got)) << native::unary_op_name(op) << "_ on " << dtype_name(d);
+      EXPECT_TRUE(SameValues(inplace, got)) << native::unary_op_name(op) << "_ on " << dtype_name(d);
     });
   }
 }
 
 TEST(HalfOps, EveryBinaryOpIsTheRoundedFloat32Result) {
-  for (DType d : kHalfTypes) {
-    const Tensor a = sample(d, {4, 33}, 2), b = sample(d, {33}, 3).abs() + 0.5;
+  for (DType d : kHalfDTypes) {
+    const Tensor a = half_sample(d, {4, 33}, 2), b = half_sample(d, {33}, 3).abs() + 0.5;
     optable::for_each_op(optable::BinaryOpList{}, [&](auto tag) {
       const BinaryOp op = native::binary_op<typename decltype(tag)::type>();
       const Tensor got = native::binary(op, a, b);
       const DType want = native::is_comparison(op) ? kBool : d;
       EXPECT_EQ(got.dtype(), want) << native::binary_op_name(op);
-      EXPECT_TRUE(Identical(got, native::binary(op, wide(a), wide(b)).to(want)))
+      EXPECT_TRUE(SameValues(got, native::binary(op, widened(a), widened(b)).to(want)))
           << native::binary_op_name(op) << " on " << dtype_name(d);
       if (!native::is_comparison(op)) {
         Tensor inplace = a.clone();
         native::binary_(op, inplace, b);
-        EXPECT_TRUE(Identical(inplace, got)) << native::binary_op_name(op) << "_";
+        EXPECT_TRUE(SameValues(inplace, got)) << native::binary_op_name(op) << "_";
       }
     });
   }
@@ -83,18 +62,18 @@ TEST(HalfOps, EveryBinaryOpIsTheRoundedFloat32Result) {
 TEST(HalfOps, ScalarOperandsStayFloat32AndDoNotPromote) {
   // 0.1 is not a float16; x * 0.1 multiplies by float(0.1) and rounds once,
   // as PyTorch's kernels do.
-  for (DType d : kHalfTypes) {
-    const Tensor x = sample(d, {50}, 4);
+  for (DType d : kHalfDTypes) {
+    const Tensor x = half_sample(d, {50}, 4);
     const Tensor got = x * 0.1;
     EXPECT_EQ(got.dtype(), d);
-    EXPECT_TRUE(Identical(got, (wide(x) * 0.1f).to(d)));
-    EXPECT_TRUE(Identical(x + 1, (wide(x) + 1).to(d)));
-    EXPECT_TRUE(Identical(x.pow(2.5), wide(x).pow(2.5).to(d)));
-    EXPECT_TRUE(Identical(x.clamp(-1.5, 0.7), wide(x).clamp(-1.5, 0.7).to(d)));
-    EXPECT_TRUE(Identical(x.lt(0.3), wide(x).lt(0.3)));
+    EXPECT_TRUE(SameValues(got, (widened(x) * 0.1f).to(d)));
+    EXPECT_TRUE(SameValues(x + 1, (widened(x) + 1).to(d)));
+    EXPECT_TRUE(SameValues(x.pow(2.5), widened(x).pow(2.5).to(d)));
+    EXPECT_TRUE(SameValues(x.clamp(-1.5, 0.7), widened(x).clamp(-1.5, 0.7).to(d)));
+    EXPECT_TRUE(SameValues(x.lt(0.3), widened(x).lt(0.3)));
     Tensor y = x.clone();
     y *= 0.1;
-    EXPECT_TRUE(Identical(y, got));
+    EXPECT_TRUE(SameValues(y, got));
   }
 }
 
@@ -113,31 +92,31 @@ TEST(HalfOps, MixedOperandsPromoteAsPyTorch) {
 }
 
 TEST(HalfOps, ReductionsAccumulateInFloat32) {
-  for (DType d : kHalfTypes) {
+  for (DType d : kHalfDTypes) {
     // 4096 ones and a 2^-4: a 16-bit accumulator would stop at 2048 (float16)
     // or 256 (bfloat16); float32 accumulation gets 4096 exactly.
     EXPECT_EQ(ones({4096}, TensorOptions(d)).sum().item<double>(), 4096.0) << dtype_name(d);
-    const Tensor x = sample(d, {6, 40, 5}, 5);
-    EXPECT_TRUE(Identical(x.sum(), wide(x).sum().to(d)));
-    EXPECT_TRUE(Identical(x.sum({1}), wide(x).sum({1}).to(d)));
-    EXPECT_TRUE(Identical(x.mean({0, 2}, true), wide(x).mean({0, 2}, true).to(d)));
-    EXPECT_TRUE(Identical(x.var({1}), wide(x).var({1}).to(d)));
-    EXPECT_TRUE(Identical(x.max(), wide(x).max().to(d)));
-    EXPECT_TRUE(Identical(std::get<0>(x.max(1)), std::get<0>(wide(x).max(1)).to(d)));
-    EXPECT_TRUE(Identical(x.argmax(2), wide(x).argmax(2)));
+    const Tensor x = half_sample(d, {6, 40, 5}, 5);
+    EXPECT_TRUE(SameValues(x.sum(), widened(x).sum().to(d)));
+    EXPECT_TRUE(SameValues(x.sum({1}), widened(x).sum({1}).to(d)));
+    EXPECT_TRUE(SameValues(x.mean({0, 2}, true), widened(x).mean({0, 2}, true).to(d)));
+    EXPECT_TRUE(SameValues(x.var({1}), widened(x).var({1}).to(d)));
+    EXPECT_TRUE(SameValues(x.max(), widened(x).max().to(d)));
+    EXPECT_TRUE(SameValues(std::get<0>(x.max(1)), std::get<0>(widened(x).max(1)).to(d)));
+    EXPECT_TRUE(SameValues(x.argmax(2), widened(x).argmax(2)));
     EXPECT_EQ(x.sum().dtype(), d);
   }
 }
 
 TEST(HalfOps, DataMovementKeepsTheBits) {
-  for (DType d : kHalfTypes) {
-    const Tensor x = sample(d, {5, 6}, 6);
-    EXPECT_TRUE(Identical(x.t().contiguous().t(), x));
-    EXPECT_TRUE(Identical(cat({x, x}, 0).narrow(0, 5, 5), x));
-    EXPECT_TRUE(Identical(stack({x, x}, 0).select(0, 1), x));
+  for (DType d : kHalfDTypes) {
+    const Tensor x = half_sample(d, {5, 6}, 6);
+    EXPECT_TRUE(SameValues(x.t().contiguous().t(), x));
+    EXPECT_TRUE(SameValues(cat({x, x}, 0).narrow(0, 5, 5), x));
+    EXPECT_TRUE(SameValues(stack({x, x}, 0).select(0, 1), x));
     const Tensor idx = full({2}, 3, TensorOptions(kInt64));
-    EXPECT_TRUE(Identical(x.index_select(0, idx), wide(x).index_select(0, idx).to(d)));
-    EXPECT_TRUE(Identical(where(x.gt(0), x, zeros_like(x)), x.relu()));
+    EXPECT_TRUE(SameValues(x.index_select(0, idx), widened(x).index_select(0, idx).to(d)));
+    EXPECT_TRUE(SameValues(where(x.gt(0), x, zeros_like(x)), x.relu()));
     EXPECT_EQ(full({2}, 0.5, TensorOptions(d)).to_vector<float>(), std::vector<float>({0.5f, 0.5f}));
     EXPECT_EQ(zeros({3}, TensorOptions(d)).sum().item<double>(), 0.0);
   }
@@ -151,26 +130,26 @@ TEST(HalfOps, PrintsLikeOtherFloats) {
 }
 
 TEST(HalfOps, LossesAndOptimizerStepsComputeInFloat32) {
-  for (DType d : kHalfTypes) {
-    const Tensor x = sample(d, {4, 5}, 7), target = tensor<int64_t>({0, 4, 2, 1});
+  for (DType d : kHalfDTypes) {
+    const Tensor x = half_sample(d, {4, 5}, 7), target = tensor<int64_t>({0, 4, 2, 1});
     auto [nll, nll_weight] = native::nll_loss(x, target, Tensor(), native::LossReduction::kMean, -100);
     auto [nll32, nll32_weight] =
-        native::nll_loss(wide(x), target, Tensor(), native::LossReduction::kMean, -100);
-    EXPECT_TRUE(Identical(nll, nll32.to(d)));
-    EXPECT_TRUE(Identical(cross_entropy(x, target), cross_entropy(wide(x), target).to(d)));
-    EXPECT_TRUE(Identical(mse_loss(x, x * 0.5), mse_loss(wide(x), (x * 0.5).to(kFloat32)).to(d)));
+        native::nll_loss(widened(x), target, Tensor(), native::LossReduction::kMean, -100);
+    EXPECT_TRUE(SameValues(nll, nll32.to(d)));
+    EXPECT_TRUE(SameValues(cross_entropy(x, target), cross_entropy(widened(x), target).to(d)));
+    EXPECT_TRUE(SameValues(mse_loss(x, x * 0.5), mse_loss(widened(x), (x * 0.5).to(kFloat32)).to(d)));
     // One SGD step with momentum on a 16-bit parameter: the float32 step,
     // rounded once (parameter and momentum buffer).
     Tensor p = x.clone(), buf = zeros_like(x);
-    const Tensor g = sample(d, {4, 5}, 8);
+    const Tensor g = half_sample(d, {4, 5}, 8);
     native::SGDHyper h;
     h.lr = 0.1;
     h.momentum = 0.9;
     native::sgd_update(p, g, buf, true, h);
-    Tensor p32 = wide(x), buf32 = zeros_like(p32);
-    native::sgd_update(p32, wide(g), buf32, true, h);
-    EXPECT_TRUE(Identical(p, p32.to(d)));
-    EXPECT_TRUE(Identical(buf, buf32.to(d)));
+    Tensor p32 = widened(x), buf32 = zeros_like(p32);
+    native::sgd_update(p32, widened(g), buf32, true, h);
+    EXPECT_TRUE(SameValues(p, p32.to(d)));
+    EXPECT_TRUE(SameValues(buf, buf32.to(d)));
   }
 }
 
@@ -181,33 +160,33 @@ TEST(HalfOps, LossesAndOptimizerStepsComputeInFloat32) {
 // may group differently from the float32 kernels', so float32 results agree
 // to float32 rounding and 16-bit ones to one unit in the last place.
 TEST(HalfOps, BatchNormIsTheRoundedFloat32Result) {
-  for (DType d : kHalfTypes)
+  for (DType d : kHalfDTypes)
     for (bool training : {true, false})
       for (DType pd : {kFloat32, d}) {
         const std::string what = std::string(dtype_name(d)) + (training ? " train" : " eval") +
                                  ", parameters " + dtype_name(pd);
-        const Tensor x = sample(d, {4, 6, 5, 7}, 9), dy = sample(d, {4, 6, 5, 7}, 10);
-        const Tensor w = sample(kFloat32, {6}, 11).to(pd), b = sample(kFloat32, {6}, 12).to(pd);
-        Tensor rm = sample(kFloat32, {6}, 13).to(pd), rv = (sample(kFloat32, {6}, 14).abs() + 0.5).to(pd);
-        Tensor rm32 = wide(rm), rv32 = wide(rv);
+        const Tensor x = half_sample(d, {4, 6, 5, 7}, 9), dy = half_sample(d, {4, 6, 5, 7}, 10);
+        const Tensor w = half_sample(kFloat32, {6}, 11).to(pd), b = half_sample(kFloat32, {6}, 12).to(pd);
+        Tensor rm = half_sample(kFloat32, {6}, 13).to(pd), rv = (half_sample(kFloat32, {6}, 14).abs() + 0.5).to(pd);
+        Tensor rm32 = widened(rm), rv32 = widened(rv);
         auto [y, mean, invstd] = native::batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
         auto [y32, mean32, invstd32] =
-            native::batch_norm(wide(x), rm32, rv32, wide(w), wide(b), training, 0.1, 1e-5);
-        EXPECT_TRUE(testing::AllClose(wide(y), wide(y32.to(d)), 8e-3, 1e-6)) << what;
+            native::batch_norm(widened(x), rm32, rv32, widened(w), widened(b), training, 0.1, 1e-5);
+        EXPECT_TRUE(testing::AllClose(widened(y), widened(y32.to(d)), 8e-3, 1e-6)) << what;
         EXPECT_EQ(y.dtype(), d) << what;
         EXPECT_TRUE(testing::AllClose(mean, mean32, 1e-5, 1e-7)) << what;
         EXPECT_TRUE(testing::AllClose(invstd, invstd32, 1e-5, 1e-7)) << what;
-        EXPECT_TRUE(testing::AllClose(wide(rm), wide(rm32.to(pd)), 8e-3, 1e-6)) << what;
-        EXPECT_TRUE(testing::AllClose(wide(rv), wide(rv32.to(pd)), 8e-3, 1e-6)) << what;
+        EXPECT_TRUE(testing::AllClose(widened(rm), widened(rm32.to(pd)), 8e-3, 1e-6)) << what;
+        EXPECT_TRUE(testing::AllClose(widened(rv), widened(rv32.to(pd)), 8e-3, 1e-6)) << what;
         Tensor gi, gw, gb, gi32, gw32, gb32;
         native::batch_norm_backward(dy, x, w, mean, invstd, training, true, true, true, gi, gw, gb);
-        native::batch_norm_backward(wide(dy), wide(x), wide(w), mean32, invstd32, training, true,
+        native::batch_norm_backward(widened(dy), widened(x), widened(w), mean32, invstd32, training, true,
                                     true, true, gi32, gw32, gb32);
-        EXPECT_TRUE(testing::AllClose(wide(gi), wide(gi32.to(d)), 8e-3, 1e-6)) << what;
+        EXPECT_TRUE(testing::AllClose(widened(gi), widened(gi32.to(d)), 8e-3, 1e-6)) << what;
         EXPECT_EQ(gi.dtype(), d) << what;
-        EXPECT_TRUE(testing::AllClose(wide(gw), wide(gw32.to(pd)), pd == kFloat32 ? 1e-5 : 8e-3, 1e-6)) << what;
+        EXPECT_TRUE(testing::AllClose(widened(gw), widened(gw32.to(pd)), pd == kFloat32 ? 1e-5 : 8e-3, 1e-6)) << what;
         EXPECT_EQ(gw.dtype(), pd) << what;
-        EXPECT_TRUE(testing::AllClose(wide(gb), wide(gb32.to(pd)), pd == kFloat32 ? 1e-5 : 8e-3, 1e-6)) << what;
+        EXPECT_TRUE(testing::AllClose(widened(gb), widened(gb32.to(pd)), pd == kFloat32 ? 1e-5 : 8e-3, 1e-6)) << what;
       }
 }
 
@@ -220,21 +199,21 @@ TEST(HalfOps, BatchNormIsTheRoundedFloat32Result) {
 // builds, so the statistics are checked against float64.)
 TEST(HalfOps, CpuBfloat16BatchNormCachedAndStreamedChannels) {
   for (const IntList& shape : {IntList{2, 3, 150, 200}, IntList{2, 2, 200, 200}}) {
-    const Tensor x = sample(kBFloat16, shape, 40), dy = sample(kBFloat16, shape, 41);
+    const Tensor x = half_sample(kBFloat16, shape, 40), dy = half_sample(kBFloat16, shape, 41);
     const int64_t C = shape[1];
-    const Tensor w = sample(kFloat32, {C}, 42), b = sample(kFloat32, {C}, 43);
+    const Tensor w = half_sample(kFloat32, {C}, 42), b = half_sample(kFloat32, {C}, 43);
     auto [y, mean, invstd] = native::batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
     auto [y64, mean64, invstd64] = native::batch_norm(
         x.to(kFloat64), Tensor(), Tensor(), w.to(kFloat64), b.to(kFloat64), true, 0.1, 1e-5);
     EXPECT_EQ(y.sizes(), y64.sizes());
     EXPECT_TRUE(testing::AllClose(mean.to(kFloat64), mean64, 1e-4, 1e-6)) << shape_str(shape);
     EXPECT_TRUE(testing::AllClose(invstd.to(kFloat64), invstd64, 1e-4, 1e-6)) << shape_str(shape);
-    EXPECT_TRUE(testing::AllClose(wide(y), wide(y64.to(kBFloat16)), 8e-3, 1e-5)) << shape_str(shape);
+    EXPECT_TRUE(testing::AllClose(widened(y), widened(y64.to(kBFloat16)), 8e-3, 1e-5)) << shape_str(shape);
     Tensor gi, gw, gb, gi64, gw64, gb64;
     native::batch_norm_backward(dy, x, w, mean, invstd, true, true, true, true, gi, gw, gb);
     native::batch_norm_backward(dy.to(kFloat64), x.to(kFloat64), w.to(kFloat64), mean64, invstd64,
                                 true, true, true, true, gi64, gw64, gb64);
-    EXPECT_TRUE(testing::AllClose(wide(gi), wide(gi64.to(kBFloat16)), 8e-3, 1e-5)) << shape_str(shape);
+    EXPECT_TRUE(testing::AllClose(widened(gi), widened(gi64.to(kBFloat16)), 8e-3, 1e-5)) << shape_str(shape);
     EXPECT_TRUE(testing::AllClose(gw.to(kFloat64), gw64, 1e-4, 1e-3)) << shape_str(shape);
     EXPECT_TRUE(testing::AllClose(gb.to(kFloat64), gb64, 1e-4, 1e-3)) << shape_str(shape);
   }
@@ -245,7 +224,7 @@ TEST(HalfOps, CpuBfloat16BatchNormCachedAndStreamedChannels) {
 // output and the statistics, not by 4-byte copies).
 TEST(HalfOps, CpuBatchNormOnBfloat16MakesNoFloat32Copies) {
   if (cpu::allocator_mode() != "caching") GTEST_SKIP() << "needs the caching CPU allocator's statistics";
-  const Tensor x = sample(kBFloat16, {8, 16, 64, 64}, 15), dy = sample(kBFloat16, {8, 16, 64, 64}, 16);
+  const Tensor x = half_sample(kBFloat16, {8, 16, 64, 64}, 15), dy = half_sample(kBFloat16, {8, 16, 64, 64}, 16);
   const int64_t bytes = x.nbytes();
   cpu::reset_peak_memory_stats();
   const int64_t before = cpu::memory_allocated();
@@ -267,42 +246,42 @@ TEST(HalfOps, CpuBatchNormOnBfloat16MakesNoFloat32Copies) {
 // threads, strided, broadcast, with float32 scalars and in place, they give
 // the float32 result rounded once, bit for bit.
 TEST(HalfOps, CpuBfloat16ElementwiseIsTheRoundedFloat32ResultOnEveryLayout) {
-  const Tensor a = sample(kBFloat16, {5, 70, 129}, 20), b = sample(kBFloat16, {5, 70, 129}, 21);
-  const Tensor bt = sample(kBFloat16, {70, 5, 129}, 27).permute({2, 0, 1});
-  const Tensor row = sample(kBFloat16, {129}, 22), column = sample(kBFloat16, {70, 1}, 23);
+  const Tensor a = half_sample(kBFloat16, {5, 70, 129}, 20), b = half_sample(kBFloat16, {5, 70, 129}, 21);
+  const Tensor bt = half_sample(kBFloat16, {70, 5, 129}, 27).permute({2, 0, 1});
+  const Tensor row = half_sample(kBFloat16, {129}, 22), column = half_sample(kBFloat16, {70, 1}, 23);
   const BinaryOp add = native::binary_op<optable::Add>(), mul = native::binary_op<optable::Mul>();
   auto rounded = [](const Tensor& t) { return t.to(kBFloat16); };
-  EXPECT_TRUE(Identical(native::binary(add, a, b), rounded(native::binary(add, wide(a), wide(b)))));
+  EXPECT_TRUE(SameValues(native::binary(add, a, b), rounded(native::binary(add, widened(a), widened(b)))));
   const Tensor at = a.transpose(0, 2);
-  EXPECT_TRUE(Identical(native::binary(mul, at, bt), rounded(native::binary(mul, wide(at), wide(bt)))));
-  EXPECT_TRUE(Identical(native::binary(add, a, row), rounded(native::binary(add, wide(a), wide(row)))));
-  EXPECT_TRUE(Identical(native::binary(mul, column, a), rounded(native::binary(mul, wide(column), wide(a)))));
-  EXPECT_TRUE(Identical(a * 0.1, rounded(wide(a) * 0.1f)));
-  EXPECT_TRUE(Identical(a - 3, rounded(wide(a) - 3)));
+  EXPECT_TRUE(SameValues(native::binary(mul, at, bt), rounded(native::binary(mul, widened(at), widened(bt)))));
+  EXPECT_TRUE(SameValues(native::binary(add, a, row), rounded(native::binary(add, widened(a), widened(row)))));
+  EXPECT_TRUE(SameValues(native::binary(mul, column, a), rounded(native::binary(mul, widened(column), widened(a)))));
+  EXPECT_TRUE(SameValues(a * 0.1, rounded(widened(a) * 0.1f)));
+  EXPECT_TRUE(SameValues(a - 3, rounded(widened(a) - 3)));
   // In place, on a strided self, with a float32 tensor that narrows into it.
   Tensor y = a.clone();
   native::binary_(add, y.transpose(0, 2), bt);
-  EXPECT_TRUE(Identical(y, rounded(native::binary(add, wide(a), wide(bt.transpose(0, 2))))));
-  const Tensor f = sample(kFloat32, {5, 70, 129}, 24);
+  EXPECT_TRUE(SameValues(y, rounded(native::binary(add, widened(a), widened(bt.transpose(0, 2))))));
+  const Tensor f = half_sample(kFloat32, {5, 70, 129}, 24);
   Tensor z = a.clone();
   native::binary_(mul, z, f);
-  EXPECT_TRUE(Identical(z, rounded(native::binary(mul, wide(a), f))));
+  EXPECT_TRUE(SameValues(z, rounded(native::binary(mul, widened(a), f))));
   // Integers (not all bfloat16 values) and float64 operands are rounded once,
   // through float32, as before the 16-bit kernels.
   const Tensor big = arange(1000, 1000 + 129, 1, kInt64);
-  EXPECT_TRUE(Identical(native::binary(add, a, big), rounded(native::binary(add, wide(a), big.to(kFloat32)))));
+  EXPECT_TRUE(SameValues(native::binary(add, a, big), rounded(native::binary(add, widened(a), big.to(kFloat32)))));
   Tensor w = a.clone();
   native::binary_(add, w, big.to(kFloat64) + 0.3);
-  EXPECT_TRUE(Identical(w, rounded(native::binary(add, wide(a), (big.to(kFloat64) + 0.3).to(kFloat32)))));
+  EXPECT_TRUE(SameValues(w, rounded(native::binary(add, widened(a), (big.to(kFloat64) + 0.3).to(kFloat32)))));
   for (const UnaryOp op : {native::unary_op<optable::Relu>(), native::unary_op<optable::Sigmoid>(),
                            native::unary_op<optable::Exp>(), native::unary_op<optable::Tanh>()}) {
-    EXPECT_TRUE(Identical(native::unary(op, at), rounded(native::unary(op, wide(at)))))
+    EXPECT_TRUE(SameValues(native::unary(op, at), rounded(native::unary(op, widened(at)))))
         << native::unary_op_name(op);
     Tensor inplace = a.clone();
     native::unary_(op, inplace.transpose(0, 1));
-    EXPECT_TRUE(Identical(inplace, rounded(native::unary(op, wide(a))))) << native::unary_op_name(op);
-    EXPECT_TRUE(Identical(native::unary_backward(op, bt, at),
-                          rounded(native::unary_backward(op, wide(bt), wide(at)))))
+    EXPECT_TRUE(SameValues(inplace, rounded(native::unary(op, widened(a))))) << native::unary_op_name(op);
+    EXPECT_TRUE(SameValues(native::unary_backward(op, bt, at),
+                          rounded(native::unary_backward(op, widened(bt), widened(at)))))
         << native::unary_op_name(op) << " backward";
   }
 }
@@ -310,7 +289,7 @@ TEST(HalfOps, CpuBfloat16ElementwiseIsTheRoundedFloat32ResultOnEveryLayout) {
 // ... and allocate nothing but their bfloat16 outputs.
 TEST(HalfOps, CpuBfloat16ElementwiseMakesNoFloat32Copies) {
   if (cpu::allocator_mode() != "caching") GTEST_SKIP() << "needs the caching CPU allocator's statistics";
-  const Tensor a = sample(kBFloat16, {8, 16, 64, 64}, 25), b = sample(kBFloat16, {8, 16, 64, 64}, 26);
+  const Tensor a = half_sample(kBFloat16, {8, 16, 64, 64}, 25), b = half_sample(kBFloat16, {8, 16, 64, 64}, 26);
   const int64_t bytes = a.nbytes();
   const UnaryOp relu = native::unary_op<optable::Relu>();
   auto growth = [&](const auto& run) {
@@ -341,20 +320,20 @@ TEST(HalfOps, CpuBfloat16MaxPoolIsTheFloat32Result) {
     IntList kernel, stride, padding, dilation;
     bool ceil;
   };
-  const Tensor x = sample(kBFloat16, {3, 5, 23, 18}, 30);
+  const Tensor x = half_sample(kBFloat16, {3, 5, 23, 18}, 30);
   for (const Case& c : {Case{{3}, {2}, {1}, {1}, false}, Case{{2, 3}, {1, 2}, {0, 1}, {1}, true},
                         Case{{3}, {2}, {1}, {2}, false}, Case{{4}, {3}, {2}, {1}, true}}) {
     auto [y, ix] = native::max_pool2d_with_indices(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil);
-    auto [y32, ix32] = native::max_pool2d_with_indices(wide(x), c.kernel, c.stride, c.padding,
+    auto [y32, ix32] = native::max_pool2d_with_indices(widened(x), c.kernel, c.stride, c.padding,
                                                        c.dilation, c.ceil);
-    EXPECT_TRUE(Identical(y, y32.to(kBFloat16)));
-    EXPECT_TRUE(Identical(ix, ix32));
-    const Tensor g = sample(kBFloat16, y.sizes(), 31);
-    EXPECT_TRUE(Identical(native::max_pool2d_backward(g, x.sizes(), ix),
-                          native::max_pool2d_backward(wide(g), x.sizes(), ix).to(kBFloat16)));
+    EXPECT_TRUE(SameValues(y, y32.to(kBFloat16)));
+    EXPECT_TRUE(SameValues(ix, ix32));
+    const Tensor g = half_sample(kBFloat16, y.sizes(), 31);
+    EXPECT_TRUE(SameValues(native::max_pool2d_backward(g, x.sizes(), ix),
+                          native::max_pool2d_backward(widened(g), x.sizes(), ix).to(kBFloat16)));
   }
   if (cpu::allocator_mode() != "caching") return;
-  const Tensor big = sample(kBFloat16, {8, 16, 64, 64}, 32);
+  const Tensor big = half_sample(kBFloat16, {8, 16, 64, 64}, 32);
   cpu::reset_peak_memory_stats();
   const int64_t before = cpu::memory_allocated();
   auto [y, ix] = native::max_pool2d_with_indices(big, {3}, {2}, {1}, {1}, false);
