@@ -7,7 +7,8 @@
 // in float32 (softmax, log_softmax, layer and group norm, dropout,
 // embedding, average pooling, index_add/scatter_add/gather), forward and
 // backward, to that rule bit for bit on one device, against the same op's
-// float32 result on that device.
+// float32 result on that device.  Its helpers (half_sample, SameValues,
+// RoundedFrom, widened, kHalfDTypes) also serve tests/tensor/half_ops_test.
 #pragma once
 
 #include <gtest/gtest.h>
