@@ -1,8 +1,8 @@
 // Batch-norm kernels.  Everything is per channel: statistics are sums over
 // the N contiguous runs of S values of that channel (double accumulators for
 // float32, vectorised with omp simd), and every output is an affine map
-// y = a * x + b (or a * dy + b * x + c in the backward) with per-channel
-// coefficients, so each pass is one fused streaming loop.
+// y = a * x + b (or a * dy + b * (x - mean) + k in the backward) with
+// per-channel coefficients, so each pass is one fused streaming loop.
 #include "tensor/cpu/Normalization.h"
 
 #include <algorithm>
@@ -111,20 +111,23 @@ void run_affine(const T* x, const T* r, int64_t n, A a, A b, T* y, bool relu) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<A>(x[i]) * a + b);
 }
 
-// dx = a * dy + b * x + k over a run, dy masked by y when y is given.
+// dx = a * dy + b * (x - m) + k over a run, dy masked by y when y is given.
+// x - m first, as PyTorch's: b * x and b * m are each far larger than dx
+// where a channel's mean dwarfs its spread, and their difference would keep
+// their rounding errors.
 template <typename A, typename T>
-void run_dx(const T* dy, const T* y, const T* x, int64_t n, A a, A b, A k, T* dx) {
+void run_dx(const T* dy, const T* y, const T* x, int64_t n, A a, A b, A m, A k, T* dx) {
   if (y != nullptr) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
       const A g = y[i] > T(0) ? static_cast<A>(dy[i]) : A(0);
-      dx[i] = static_cast<T>(a * g + b * static_cast<A>(x[i]) + k);
+      dx[i] = static_cast<T>(a * g + b * (static_cast<A>(x[i]) - m) + k);
     }
     return;
   }
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
-    dx[i] = static_cast<T>(a * static_cast<A>(dy[i]) + b * static_cast<A>(x[i]) + k);
+    dx[i] = static_cast<T>(a * static_cast<A>(dy[i]) + b * (static_cast<A>(x[i]) - m) + k);
 }
 
 // bfloat16 runs: widened a chunk at a time into float32 buffers on the stack
@@ -207,13 +210,13 @@ void run_affine(const BFloat16* x, const BFloat16* r, int64_t n, float a, float 
 
 template <typename A>
 void run_dx(const BFloat16* dy, const BFloat16* y, const BFloat16* x, int64_t n, float a,
-            float b, float k, BFloat16* dx) {
+            float b, float m, float k, BFloat16* dx) {
   float gbuf[kChunk], ybuf[kChunk], xbuf[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
     const int64_t len = std::min(kChunk, n - i);
     load_relu_grad<float>(dy + i, y ? y + i : nullptr, len, gbuf, ybuf);
     widen_bfloat16(x + i, xbuf, len);
-    run_dx<float>(gbuf, static_cast<const float*>(nullptr), xbuf, len, a, b, k, gbuf);
+    run_dx<float>(gbuf, static_cast<const float*>(nullptr), xbuf, len, a, b, m, k, gbuf);
     narrow_to_bfloat16(gbuf, dx + i, len);
   }
 }
@@ -391,17 +394,18 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* y,
     if (grad_bias) grad_bias[c] = static_cast<A>(sum_dy);
     if (!grad_input) return;
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-    // dx = a * dy + b * x + k
+    // dx = a * dy + b * (x - m) + k
     const double a = w * is;
     double b = 0, k = 0;
     if (training) {
       b = -w * is * is * is * (sum_dy_xmu / count);
-      k = -w * is * (sum_dy / count) - b * static_cast<double>(m);
+      k = -w * is * (sum_dy / count);
     }
     const A ta = static_cast<A>(a), tb = static_cast<A>(b), tk = static_cast<A>(k);
     if constexpr (std::is_same_v<T, BFloat16>) {
       if (gf != nullptr) {
-        run_dx<float>(gf, static_cast<const float*>(nullptr), xf, s.batch * S, ta, tb, tk, gf);
+        run_dx<float>(gf, static_cast<const float*>(nullptr), xf, s.batch * S, ta, tb, m, tk,
+                      gf);
         for (int64_t n = 0; n < s.batch; ++n)
           narrow_to_bfloat16(gf + n * S, grad_input + (n * C + c) * S, S);
         return;
@@ -409,7 +413,8 @@ void batch_norm_backward(const BatchNormShape& s, const T* grad_out, const T* y,
     }
     for (int64_t n = 0; n < s.batch; ++n) {
       const int64_t off = (n * C + c) * S;
-      run_dx<A>(grad_out + off, y ? y + off : nullptr, x + off, S, ta, tb, tk, grad_input + off);
+      run_dx<A>(grad_out + off, y ? y + off : nullptr, x + off, S, ta, tb, m, tk,
+                grad_input + off);
     }
   });
 }

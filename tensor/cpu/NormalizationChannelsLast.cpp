@@ -198,11 +198,11 @@ void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_ou
     if (grad_weight) grad_weight[c] = static_cast<A>(sum_dy_xmu * is);
     if (grad_bias) grad_bias[c] = static_cast<A>(sum_dy);
     const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-    // dx = a * dy + b * x + k, as in the NCHW kernel.
+    // dx = a * dy + b * (x - mean) + k, as in the NCHW kernel.
     double b = 0, k = 0;
     if (training) {
       b = -w * is * is * is * (sum_dy_xmu / count);
-      k = -w * is * (sum_dy / count) - b * static_cast<double>(mean[c]);
+      k = -w * is * (sum_dy / count);
     }
     ca[c] = static_cast<A>(w * is);
     cb[c] = static_cast<A>(b);
@@ -218,7 +218,7 @@ void batch_norm_backward_channels_last(const BatchNormShape& s, const T* grad_ou
         const A* v = load_run<A>(x + r * C + c0, n, xbuf);
 #pragma omp simd
         for (int64_t c = 0; c < n; ++c)
-          out[c] = ca[c0 + c] * g[c] + cb[c0 + c] * v[c] + ck[c0 + c];
+          out[c] = ca[c0 + c] * g[c] + cb[c0 + c] * (v[c] - mean[c0 + c]) + ck[c0 + c];
         store_run<A>(out, n, grad_input + r * C + c0);
       }
   });

@@ -76,7 +76,7 @@ void batch_norm_backward_kernel(const native::BatchNormShape& s, const Tensor& g
   check_stat(x, save_mean, "save_mean");
   check_stat(x, save_invstd, "save_invstd");
   const int device = x.device().index;
-  // a, b, k of dx = a * dy + b * x + k per channel, then the tiles' partial sums
+  // a, b, k of dx = a * dy + b * (x - mean) + k per channel, then the tiles' partial sums
   const Tensor scratch = empty({batch_norm_scratch_doubles(s, true, device)},
                                TensorOptions(kFloat64).device(x.device()));
   batch_norm_backward(x.dtype(), s, grad_output.data_ptr(), x.data_ptr(), save_mean.data_ptr(),

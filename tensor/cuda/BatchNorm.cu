@@ -12,7 +12,7 @@
 // writes the statistics and the affine coefficients (in double, to
 // `scratch`), and a third, elementwise kernel applies them to every element:
 //   forward   y  = x * a + shift                (a, shift)     scratch (2, C)
-//   backward  dx = a * dy + b * x + k           (a, b, k)      scratch (3, C)
+//   backward  dx = a * dy + b * (x - mean) + k  (a, b, k)      scratch (3, C)
 // followed in scratch by the tiles' partial sums (2, C, splits).  The forward
 // statistics come from one pass of shifted sums (BatchNormPlan.h says how
 // they give the CPU's two-pass figures); the backward's two sums share one
@@ -233,7 +233,7 @@ __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const doubl
     double b = 0, k = 0;
     if (training) {
       b = -w * is * is * is * (sum_dy_xmu / count);
-      k = -w * is * (sum_dy / count) - b * static_cast<double>(mean[c]);
+      k = -w * is * (sum_dy / count);
     }
     coef[c] = a;
     coef[C + c] = b;
@@ -241,15 +241,17 @@ __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const doubl
   }
 }
 
-// dx (N, C, S) = a[c] * dy + b[c] * x + k[c], in P.
+// dx (N, C, S) = a[c] * dy + b[c] * (x - mean[c]) + k[c], in P.  x - mean
+// first, as PyTorch's and the CPU's: b * x and b * mean are each far larger
+// than dx where a channel's mean dwarfs its spread.
 template <typename T, bool kFast, typename P = ParamOf<T>>
 __global__ void bn_backward_apply(const T* __restrict__ dy, const T* __restrict__ x,
-                                  T* __restrict__ dx, const double* coef, ChannelOf ch,
-                                  int64_t total) {
+                                  const P* __restrict__ mean, T* __restrict__ dx,
+                                  const double* coef, ChannelOf ch, int64_t total) {
   LOOM_CUDA_GRID_STRIDE(j, total) {
     const int64_t c = ch.template at<kFast>(j);
     dx[j] = static_cast<T>(static_cast<P>(coef[c]) * static_cast<P>(dy[j]) +
-                           static_cast<P>(coef[ch.C + c]) * static_cast<P>(x[j]) +
+                           static_cast<P>(coef[ch.C + c]) * (static_cast<P>(x[j]) - mean[c]) +
                            static_cast<P>(coef[2 * ch.C + c]));
   }
 }
@@ -333,10 +335,10 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* x, cons
   T* dx = static_cast<T*>(grad_input);
   if (fits_int_divider(total))
     bn_backward_apply<T, true><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-        dy, xt, dx, scratch, ch, total);
+        dy, xt, static_cast<const P*>(mean), dx, scratch, ch, total);
   else
     bn_backward_apply<T, false><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-        dy, xt, dx, scratch, ch, total);
+        dy, xt, static_cast<const P*>(mean), dx, scratch, ch, total);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -6,6 +6,7 @@
 
 #include "tensor/native/Normalization.h"
 #include "tensor/native/Unary.h"
+#include "tests/BatchNormFarMean.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -253,6 +254,29 @@ TEST(BatchNorm, FusedAddReluFallsBackAndChecksTheResidual) {
                     "batch_norm", "residual", "[2, 3, 4, 4]", "[2, 3, 4]");
   EXPECT_LOOM_ERROR(batch_norm_add_relu(x, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true),
                     "batch_norm_add_relu", "residual");
+}
+
+// A channel whose mean dwarfs its spread (tests/BatchNormFarMean.h) keeps
+// its float32 input gradient: the backward applies b * (x - mean), as
+// PyTorch's does, not b * x + (... - b * mean), whose two ~1e6 terms cancel
+// to the ~1e2 result and kept float32's error of the big ones (1%).  The
+// reference is the float64 kernel on the same values.
+TEST(BatchNorm, BackwardKeepsChannelsWhoseMeanDwarfsTheirSpread) {
+  const testing::FarMeanCase c = testing::far_mean_case();
+  for (bool channels_last : {false, true}) {
+    const MemoryFormat format = channels_last_if(channels_last);
+    const Tensor x = c.input.contiguous(format), go = c.grad_output.contiguous(format);
+    const auto [gi, gw, gb] = testing::batch_norm_gradients(x, go, c.weight);
+    const auto [gi64, gw64, gb64] = testing::batch_norm_gradients(
+        x.to(kFloat64), go.to(kFloat64), c.weight.to(kFloat64));
+    ASSERT_EQ(gi.sizes(), gi64.sizes());
+    const auto [worst, scale] = testing::worst_error_and_scale(gi, gi64);
+    EXPECT_GT(scale, 100.0);  // channel 0's: w * invstd ~ 1.5 / 0.003
+    EXPECT_LT(worst, 1e-5 * scale) << (channels_last ? "channels last" : "contiguous")
+                                   << ": worst error " << worst << " of " << scale;
+    EXPECT_TRUE(AllClose(gw, gw64, 1e-5, 1e-5));
+    EXPECT_TRUE(AllClose(gb, gb64, 1e-6, 1e-6));
+  }
 }
 
 TEST(BatchNorm, Errors) {

@@ -14,6 +14,7 @@
 
 #include "tensor/native/Normalization.h"
 #include "tensor/native/Pooling.h"
+#include "tests/BatchNormFarMean.h"
 #include "tests/CudaGradParity.h"
 
 namespace loom {
@@ -104,6 +105,27 @@ TEST_F(CudaNormPool, BatchNormEvalAndStridedRunningStats) {
         },
         {sample(d, {3, 5, 6, 4}, 7)}));
     EXPECT_TRUE(CloseScaled(buf_g, buf_c));
+  }
+}
+
+// A channel whose mean dwarfs its spread (tests/BatchNormFarMean.h): the
+// GPU's float32 input gradient stays within 1e-5 of the CPU's float64 one,
+// as the CPU's float32 one does (batchnorm_test), in both layouts.
+TEST_F(CudaNormPool, BatchNormBackwardKeepsChannelsWhoseMeanDwarfsTheirSpread) {
+  const testing::FarMeanCase c = testing::far_mean_case();
+  for (bool channels_last : {false, true}) {
+    const MemoryFormat format = channels_last_if(channels_last);
+    const Tensor x = c.input.contiguous(format), go = c.grad_output.contiguous(format);
+    const auto [gi, gw, gb] =
+        testing::batch_norm_gradients(x.to(kGpu), go.to(kGpu), c.weight.to(kGpu));
+    const auto [gi64, gw64, gb64] = testing::batch_norm_gradients(
+        x.to(kFloat64), go.to(kFloat64), c.weight.to(kFloat64));
+    ASSERT_EQ(gi.sizes(), gi64.sizes());
+    const auto [worst, scale] = testing::worst_error_and_scale(gi.cpu(), gi64);
+    EXPECT_LT(worst, 1e-5 * scale) << (channels_last ? "channels last" : "contiguous")
+                                   << ": worst error " << worst << " of " << scale;
+    EXPECT_TRUE(testing::AllClose(gw.cpu(), gw64, 1e-5, 1e-5));
+    EXPECT_TRUE(testing::AllClose(gb.cpu(), gb64, 1e-6, 1e-6));
   }
 }
 
