@@ -1,6 +1,8 @@
 // Process-wide switches of the CUDA backend, the counterparts of PyTorch's
-// torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 and
-// torch.backends.cudnn.benchmark, with PyTorch's defaults.  Plain C++, so
+// torch.backends.cuda.matmul.allow_tf32,
+// torch.backends.cuda.matmul.allow_{fp16,bf16}_reduced_precision_reduction,
+// torch.backends.cudnn.allow_tf32 and torch.backends.cudnn.benchmark, with
+// PyTorch's defaults.  Plain C++, so
 // every build (with or without CUDA) can set and read them; without CUDA they
 // have no effect.  Reads and writes are atomic; a change applies to ops
 // launched after it.
@@ -13,6 +15,15 @@ namespace cuda {
 // float32 accumulation).  Default false, as in PyTorch >= 1.12.
 void set_matmul_allow_tf32(bool allow);
 bool matmul_allow_tf32();
+
+// cuBLAS GEMMs in float16 (bfloat16) may reduce partial sums in float16
+// (bfloat16), as split-K kernels do, instead of float32 throughout.  Default
+// true for both, as in PyTorch; false sets cuBLAS's
+// CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION for those products.
+void set_matmul_allow_fp16_reduced_precision_reduction(bool allow);
+bool matmul_allow_fp16_reduced_precision_reduction();
+void set_matmul_allow_bf16_reduced_precision_reduction(bool allow);
+bool matmul_allow_bf16_reduced_precision_reduction();
 
 // cuDNN convolutions in float32 may use TF32.  Default true, as in PyTorch.
 void set_cudnn_allow_tf32(bool allow);

@@ -80,7 +80,12 @@ void gemm_kernel(const Tensor& a, const Tensor& b, const Tensor& out, bool accum
                                 {args.ldb, "leading dim"}, {batch, "batch"}})
     check_int(v, what, a, b);
   const int device = out.device().index;
-  gemm(out.dtype(), args, matmul_allow_tf32(), device, current_stream_handle(device));
+  GemmMath math;
+  math.allow_tf32 = matmul_allow_tf32();
+  math.allow_reduced_precision_reduction =
+      out.dtype() == kBFloat16 ? matmul_allow_bf16_reduced_precision_reduction()
+                               : matmul_allow_fp16_reduced_precision_reduction();
+  gemm(out.dtype(), args, math, device, current_stream_handle(device));
 }
 
 // bmm: the batched operands go to the same strided-batched call.

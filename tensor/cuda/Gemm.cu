@@ -1,7 +1,11 @@
 // GEMM on CUDA: cuBLAS for float32/float64 and the 16-bit floats, a plain
 // kernel for int32/int64.  float16 and bfloat16 products run on the tensor
-// cores with float32 accumulation (CUBLAS_COMPUTE_32F, float alpha/beta),
-// one rounding into the 16-bit output, as PyTorch's.
+// cores with float32 accumulation (CUBLAS_COMPUTE_32F, float alpha/beta) and
+// one rounding into the 16-bit output -- except that, as in PyTorch by
+// default, cuBLAS may pick split-K kernels that reduce the slices' partial
+// sums in the 16-bit type; cuda::set_matmul_allow_{fp16,bf16}_reduced_
+// precision_reduction(false) forbids that
+// (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION).
 //
 // Every call goes through cublasGemmStridedBatchedEx (one matrix is a batch
 // of one): transposes are cuBLAS op flags, never copies, and a batch stride
@@ -81,13 +85,16 @@ cudaDataType cuda_type(DType dtype) {
 
 // S: the compute type's scalar (double for float64, float for the others).
 template <typename S>
-void gemm_cublas(DType dtype, const GemmArgs& g, bool allow_tf32, int device,
+void gemm_cublas(DType dtype, const GemmArgs& g, const GemmMath& math, int device,
                  cudaStream_t stream) {
   cublasHandle_t h = cublas_handle(device);
   LOOM_CUDA_CHECK(cublasSetStream(h, stream));
-  const bool tf32 = dtype == kFloat32 && allow_tf32;
+  const bool tf32 = dtype == kFloat32 && math.allow_tf32;
   // 16-bit inputs take the tensor cores in the default math mode.
-  LOOM_CUDA_CHECK(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  int mode = tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  if ((dtype == kFloat16 || dtype == kBFloat16) && !math.allow_reduced_precision_reduction)
+    mode |= CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  LOOM_CUDA_CHECK(cublasSetMathMode(h, static_cast<cublasMath_t>(mode)));
   const cudaDataType type = cuda_type(dtype);
   const cublasComputeType_t compute =
       dtype == kFloat64 ? CUBLAS_COMPUTE_64F
@@ -102,15 +109,15 @@ void gemm_cublas(DType dtype, const GemmArgs& g, bool allow_tf32, int device,
 
 }  // namespace
 
-void gemm(DType dtype, const GemmArgs& g, bool allow_tf32, int device, uint64_t stream_id) {
+void gemm(DType dtype, const GemmArgs& g, const GemmMath& math, int device, uint64_t stream_id) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return;
   DeviceGuard guard(device);
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_id);
   switch (dtype) {
     case kFloat32:
     case kFloat16:
-    case kBFloat16: return gemm_cublas<float>(dtype, g, allow_tf32, device, stream);
-    case kFloat64: return gemm_cublas<double>(dtype, g, allow_tf32, device, stream);
+    case kBFloat16: return gemm_cublas<float>(dtype, g, math, device, stream);
+    case kFloat64: return gemm_cublas<double>(dtype, g, math, device, stream);
     case kInt32:
     case kInt64: {
       const int64_t total = g.batch * g.m * g.n;

@@ -176,6 +176,30 @@ TEST_F(CudaGemm, Tf32SwitchIsHonoured) {
   EXPECT_TRUE(CloseScaled(native::mm(a.to(kGpu), b.to(kGpu)), expected, 1e-5));
 }
 
+// A long inner size (where cuBLAS picks split-K kernels): with 16-bit
+// partial-sum reductions forbidden the product meets the float64 product's
+// one rounding within an ulp or two; allowed (PyTorch's default), within a
+// few.  Both settings run and each switch restores its own state.
+TEST_F(CudaGemm, ReducedPrecisionReductionSwitchesAreHonoured) {
+  const bool fp16 = cuda::matmul_allow_fp16_reduced_precision_reduction();
+  const bool bf16 = cuda::matmul_allow_bf16_reduced_precision_reduction();
+  for (DType d : {kFloat16, kBFloat16}) {
+    const Tensor a = sample(d, {8, 32768}, 1), b = sample(d, {32768, 8}, 2);
+    const Tensor exact = native::mm(a.to(kFloat64), b.to(kFloat64));
+    const double ulp = d == kFloat16 ? 1.0 / 1024 : 1.0 / 128;
+    for (bool allow : {false, true}) {
+      cuda::set_matmul_allow_fp16_reduced_precision_reduction(allow);
+      cuda::set_matmul_allow_bf16_reduced_precision_reduction(allow);
+      const Tensor got = native::mm(a.to(kGpu), b.to(kGpu));
+      EXPECT_EQ(got.dtype(), d);
+      EXPECT_TRUE(CloseScaled(got.to(kFloat64), exact, (allow ? 8 : 2) * ulp))
+          << dtype_name(d) << (allow ? " allowed" : " forbidden");
+    }
+  }
+  cuda::set_matmul_allow_fp16_reduced_precision_reduction(fp16);
+  cuda::set_matmul_allow_bf16_reduced_precision_reduction(bf16);
+}
+
 TEST_F(CudaGemm, ErrorsNameShapesDevicesAndDTypes) {
   const Tensor a = sample(kFloat32, {3, 4}, 1).to(kGpu);
   EXPECT_LOOM_ERROR(native::mm(a, sample(kFloat32, {5, 2}, 2).to(kGpu)), "mm", "3x4", "5x2");
