@@ -6,6 +6,8 @@
 
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
+#include "tensor/native/Binary.h"
+#include "tensor/native/BinaryOps.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/Index.h"
 #include "tensor/native/Reduce.h"
@@ -81,29 +83,38 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
   return grad_weight;
 }
 
+// One check of the values per call (on a GPU it is deferred: its error
+// surfaces at the next point where the host waits, see DeferredChecks.h), and
+// the output is a comparison with the classes rather than a scatter, whose
+// own index check would report the same bad value a second time later.
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   check_defined("one_hot", indices, "indices");
   LOOM_CHECK(indices.dtype() == kInt64, "one_hot: expected indices of dtype int64, got ",
              indices.describe());
   LOOM_CHECK(num_classes >= -1, "one_hot: num_classes must be -1 or non-negative, got ",
              num_classes);
-  const Tensor idx = checked_indices("one_hot", indices, -1);
-  const int64_t n = idx.numel();
+  Tensor idx;
   if (num_classes == -1) {
-    // Reads the largest class back (on a CUDA device a wait, as in PyTorch).
-    LOOM_CHECK(n > 0, "one_hot: cannot infer the number of classes from an empty tensor ",
+    idx = checked_indices("one_hot", indices, -1);
+    // Reads the largest class back (on a CUDA device a wait, as in PyTorch),
+    // which also reports a negative value.
+    LOOM_CHECK(idx.numel() > 0, "one_hot: cannot infer the number of classes from an empty tensor ",
                indices.describe(), "; pass num_classes");
     num_classes = to(native::max(idx), Device(kCPU), kInt64).data_ptr<int64_t>()[0] + 1;
+  } else {
+    check_kernel_device("one_hot", indices);
+    idx = contiguous(indices);
+    check_index_values(idx, num_classes, false, 0, [num_classes](int64_t bad) {
+      if (bad < 0) return detail::str("one_hot: class values must be non-negative, got ", bad);
+      return detail::str("one_hot: class value ", bad, " must be smaller than num_classes (",
+                         num_classes, ")");
+    });
   }
-  check_index_values(idx, num_classes, false, 0, [num_classes](int64_t bad) {
-    return detail::str("one_hot: class value ", bad, " must be smaller than num_classes (",
-                       num_classes, ")");
-  });
+  const int64_t n = idx.numel();
   const TensorOptions int64_on = TensorOptions(kInt64).device(indices.device());
-  Tensor out = zeros({n, num_classes}, int64_on);
-  if (n > 0 && num_classes > 0)
-    scatter_add_stub(out.device(), out, 1, reshape(idx, {n, 1}), ones({n, 1}, int64_on));
-  return reshape(out, with_last(indices.sizes(), num_classes));
+  const Tensor classes = arange(num_classes, int64_on);
+  const Tensor hot = binary(binary_op<optable::Eq>(), reshape(idx, {n, 1}), classes);
+  return reshape(to(hot, indices.device(), kInt64), with_last(indices.sizes(), num_classes));
 }
 
 }  // namespace native

@@ -212,6 +212,9 @@ TEST(OneHot, Values) {
 TEST(OneHot, Errors) {
   EXPECT_LOOM_ERROR(one_hot(tensor<int64_t>({-1, 0})), "one_hot", "non-negative", "-1");
   EXPECT_LOOM_ERROR(one_hot(tensor<int64_t>({3, 0}), 2), "one_hot", "3", "num_classes", "2");
+  EXPECT_LOOM_ERROR(one_hot(tensor<int64_t>({0, -4}), 2), "one_hot", "non-negative", "-4");
+  EXPECT_EQ(one_hot(empty({0, 3}, kInt64), 4).sizes(), (IntList{0, 3, 4}));
+  EXPECT_EQ(one_hot(empty({2, 0}, kInt64), 0).sizes(), (IntList{2, 0, 0}));
   EXPECT_LOOM_ERROR(one_hot(empty({0}, kInt64)), "one_hot", "empty");
   EXPECT_LOOM_ERROR(one_hot(tensor<float>({1})), "one_hot", "int64");
 }
