@@ -115,7 +115,10 @@ void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
     order_after(to, copy, to, consumer);    // dst's block is no longer in use
     cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), to, copy);
     order_after(to, consumer, to, copy);    // the consumer reads dst after it
-    if (copy != consumer) cuda::record_stream(src.storage(), copy);
+    // Always: src's block belongs to a stream of the other device, never to
+    // `copy`, even when the copy stream is the consumer's current stream (a
+    // pipeline's copy closure); record_stream ignores a block's own stream.
+    cuda::record_stream(src.storage(), copy);
     return;
   }
   const Tensor& gpu = dst.is_cuda() ? dst : src;
@@ -130,10 +133,11 @@ void transfer(const Tensor& dst, const Tensor& src, bool non_blocking) {
     order_after(device, copy, device, current);
     cuda::memcpy_async(dst.data_ptr(), src.data_ptr(), dst.nbytes(), device, copy);
     order_after(device, current, device, copy);
-    if (copy != current) {
-      cuda::record_stream(host.storage(), copy);
-      if (src.is_cuda()) cuda::record_stream(src.storage(), copy);
-    }
+    // Always, even when the copy stream is current: the pinned block belongs
+    // to the host pool, and a device source may have been allocated on
+    // another stream (record_stream ignores a block's own stream).
+    cuda::record_stream(host.storage(), copy);
+    if (src.is_cuda()) cuda::record_stream(src.storage(), copy);
     return;
   }
   // Blocking (or pageable host memory, which CUDA cannot copy behind the
