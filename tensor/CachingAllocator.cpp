@@ -48,6 +48,7 @@ CachingAllocator::~CachingAllocator() {
   for (Block* b : pending_)
     for (void* e : b->events) backend_->destroy_event(e);
   pending_.clear();
+  freed_while_capturing_.clear();  // no events yet; the blocks go with their segments
   // Every block belongs to exactly one segment: walk each segment's chain.
   for (auto& [start, head] : segments_) {
     backend_->free_segment(const_cast<char*>(start), segment_sizes_[start]);
@@ -126,9 +127,10 @@ void* CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   const bool small = size <= kSmallRequest;
   Block* b = find_free(small, stream, size);
   if (b == nullptr) b = new_segment(small, stream, size);
-  if (b == nullptr) {
+  if (b == nullptr && captures_ == 0) {
     // Out of memory: wait for pending frees (one may now fit), give every
-    // wholly free segment back to the device, and try once more.
+    // wholly free segment back to the device, and try once more (not during
+    // a capture: see the header).
     ++stats_.num_cache_flushes;
     process_events(/*wait=*/true);
     release_cached_segments();
@@ -157,6 +159,9 @@ void CachingAllocator::fail_out_of_memory(size_t nbytes, size_t rounded) {
             " allocated and ", format_bytes(stats_.reserved_bytes), " reserved (",
             format_bytes(cached), " reserved but unallocated) on ", device_name_,
             extra.empty() ? "" : "; ", extra,
+            captures_ > 0 ? "; a CUDA graph capture is underway, so the cache was not emptied "
+                            "to retry"
+                          : "",
             ". Free tensors you no longer need, or use a smaller batch.");
 }
 
@@ -183,6 +188,18 @@ void CachingAllocator::free(void* ptr) {
     free_block(b);
     return;
   }
+  b->state = State::kPending;
+  ++stats_.num_pending_frees;
+  if (captures_ > 0) {
+    // No event calls during a capture: recorded once it has ended.
+    freed_while_capturing_.push_back(b);
+    return;
+  }
+  record_use_events(b);
+  pending_.push_back(b);
+}
+
+void CachingAllocator::record_use_events(Block* b) {
   // Used on other streams: reusable only once their work queued so far is done.
   for (StreamId s : b->stream_uses) {
     void* e = backend_->create_event();
@@ -190,9 +207,6 @@ void CachingAllocator::free(void* ptr) {
     b->events.push_back(e);
   }
   b->stream_uses.clear();
-  b->state = State::kPending;
-  pending_.push_back(b);
-  ++stats_.num_pending_frees;
 }
 
 void CachingAllocator::free_block(Block* b) {
@@ -219,6 +233,12 @@ void CachingAllocator::free_block(Block* b) {
 }
 
 void CachingAllocator::process_events(bool wait) {
+  if (captures_ > 0) return;
+  for (Block* b : freed_while_capturing_) {
+    record_use_events(b);
+    pending_.push_back(b);
+  }
+  freed_while_capturing_.clear();
   std::vector<Block*> still;
   for (Block* b : pending_) {
     bool done = true;
@@ -260,6 +280,18 @@ void CachingAllocator::release_cached_segments() {
   for (Block* b : whole) release_segment(b);
 }
 
+void CachingAllocator::begin_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++captures_;
+}
+
+void CachingAllocator::end_capture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  LOOM_CHECK(captures_ > 0, "CachingAllocator::end_capture on ", device_name_,
+             ": no capture is underway (end_capture without begin_capture)");
+  --captures_;
+}
+
 void CachingAllocator::keep_pool(StreamId stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++kept_pools_[stream];
@@ -287,6 +319,7 @@ void CachingAllocator::record_stream(void* ptr, StreamId stream) {
 
 void CachingAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (captures_ > 0) return;  // no waits or frees during a capture
   process_events(/*wait=*/true);
   release_cached_segments();
 }

@@ -34,6 +34,14 @@
 //     release_pool(S): a captured CUDA graph (tensor/CudaGraph.h) allocates
 //     on a private stream and its replays keep writing the blocks it freed
 //     during capture.
+//   - begin_capture()/end_capture() bracket a CUDA graph capture (counted).
+//     While one is underway the allocator makes no event call and returns
+//     no segment, as PyTorch's: querying an event recorded during a capture
+//     is an error, and waiting for one (or cudaFree's implicit
+//     synchronisation) breaks the capture.  So allocate() leaves pending
+//     frees alone and does not empty the cache to retry, empty_cache() does
+//     nothing, and a freed block used on other streams waits without events
+//     (they are recorded once no capture is underway).
 //
 // Thread safety: every method may be called from any thread (one mutex).
 #pragma once
@@ -128,6 +136,10 @@ class CachingAllocator {
   // release_pool throws loom::Error for a pool that is not kept.
   void keep_pool(StreamId stream);
   void release_pool(StreamId stream);
+  // A CUDA graph capture starts / ends (see the policy above); end_capture
+  // throws loom::Error without a matching begin_capture.
+  void begin_capture();
+  void end_capture();
 
   CachingAllocatorStats stats() const;
   // Sets the peaks to the current values.
@@ -162,7 +174,10 @@ class CachingAllocator {
   Block* new_segment(bool small, StreamId stream, size_t size);  // nullptr: no memory
   void split(Block* b, size_t size);
   void free_block(Block* b);          // merges with free neighbours, pools it
-  void process_events(bool wait);     // pools pending blocks whose events are done
+  void record_use_events(Block* b);   // one event per stream use, then forgets the uses
+  // Pools pending blocks whose events are done (none while capturing);
+  // first records the events of blocks freed during a capture.
+  void process_events(bool wait);
   void release_cached_segments();     // frees wholly free segments
   void release_segment(Block* head);
   [[noreturn]] void fail_out_of_memory(size_t nbytes, size_t rounded);
@@ -176,6 +191,8 @@ class CachingAllocator {
   std::map<const char*, Block*> segments_;  // segment start -> its first block
   std::map<const char*, size_t> segment_sizes_;
   std::vector<Block*> pending_;
+  std::vector<Block*> freed_while_capturing_;  // pending, events not yet recorded
+  int captures_ = 0;                           // captures underway
   std::map<StreamId, int> kept_pools_;  // stream -> keep_pool count
   CachingAllocatorStats stats_;
 };

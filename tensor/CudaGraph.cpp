@@ -17,12 +17,22 @@ struct Graph::State {
   std::unique_ptr<StreamGuard> guard;                    // while capturing
   bool capturing = false;
   bool pool_kept = false;
+  bool allocator_capturing = false;  // begin_allocator_capture without its end
   void* exec = nullptr;
   Event last_replay;  // recorded after the latest replay on its stream
 
-  // Gives back what capture_begin took: the thread's stream and the pool.
+  // Ends the allocators' capture state (once).
+  void end_allocator_capture_once() {
+    if (!allocator_capturing) return;
+    allocator_capturing = false;
+    end_allocator_capture(device);
+  }
+
+  // Gives back what capture_begin took: the thread's stream, the
+  // allocators' capture state and the pool.
   void release() {
     guard.reset();
+    end_allocator_capture_once();
     if (pool_kept) {
       // Later work on the capture stream (its next user) runs after the last
       // replay, so reusing the pool's blocks is ordered after it.
@@ -58,6 +68,8 @@ void Graph::capture_begin(int device, GraphOptions options) {
   keep_stream_pool(device, s.stream->native_handle());
   s.pool_kept = true;
   s.guard = std::make_unique<StreamGuard>(*s.stream);
+  begin_allocator_capture(device);
+  s.allocator_capturing = true;
   try {
     graph_capture_begin(device, s.stream->native_handle(), options.relaxed);
   } catch (...) {
@@ -79,6 +91,7 @@ void Graph::capture_end() {
               "from another stream joined into it?)");
   }
   s.guard.reset();
+  s.end_allocator_capture_once();
   s.capturing = false;
 }
 

@@ -109,6 +109,18 @@ void release_stream_pool(int device, uint64_t stream_handle) {
   device_caching_allocator(device).release_pool(stream_handle);
 }
 
+void begin_allocator_capture(int device) {
+  check_device(device, "cuda::begin_allocator_capture");
+  device_caching_allocator(device).begin_capture();
+  pinned_caching_allocator().begin_capture();
+}
+
+void end_allocator_capture(int device) {
+  check_device(device, "cuda::end_allocator_capture");
+  device_caching_allocator(device).end_capture();
+  pinned_caching_allocator().end_capture();
+}
+
 Allocator& pinned_allocator() {
   LOOM_CHECK(is_available(), "cuda::pinned_allocator: pinned memory needs a CUDA device, and "
              "none is visible");

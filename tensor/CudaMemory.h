@@ -62,6 +62,12 @@ void record_stream(const Storage& storage, uint64_t stream_handle);
 void keep_stream_pool(int device, uint64_t stream_handle);
 void release_stream_pool(int device, uint64_t stream_handle);
 
+// A graph capture on `device` starts / ends (counted): until it ends,
+// `device`'s allocator and the pinned one make no event call and return no
+// memory to CUDA (CachingAllocator::begin_capture says why).
+void begin_allocator_capture(int device);
+void end_allocator_capture(int device);
+
 // The pinned host allocator (cudaHostAlloc, cached).  Throws loom::Error
 // without CUDA or without a visible device.
 Allocator& pinned_allocator();

@@ -116,6 +116,8 @@ void empty_cache() {}
 void record_stream(const Storage&, uint64_t) { LOOM_FAIL("cuda::record_stream: ", kNoCuda); }
 void keep_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::keep_stream_pool: ", kNoCuda); }
 void release_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::release_stream_pool: ", kNoCuda); }
+void begin_allocator_capture(int) { LOOM_FAIL("cuda::begin_allocator_capture: ", kNoCuda); }
+void end_allocator_capture(int) { LOOM_FAIL("cuda::end_allocator_capture: ", kNoCuda); }
 Allocator& pinned_allocator() { LOOM_FAIL("cuda::pinned_allocator: ", kNoCuda); }
 CachingAllocatorStats pinned_memory_stats() { return {}; }
 bool is_pinned(const void*) { return false; }

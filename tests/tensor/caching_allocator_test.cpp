@@ -39,6 +39,7 @@ class FakeBackend : public CachingAllocatorBackend {
     used_ -= bytes;
     segments_.erase(it);
     std::free(ptr);
+    ++segment_frees;
   }
 
   struct FakeEvent {
@@ -46,6 +47,7 @@ class FakeBackend : public CachingAllocatorBackend {
     int64_t target = -1;  // stream work count at record time
   };
   void* create_event() override {
+    ++event_calls;
     ++live_events_;
     return new FakeEvent();
   }
@@ -54,15 +56,18 @@ class FakeBackend : public CachingAllocatorBackend {
     delete static_cast<FakeEvent*>(e);
   }
   void record_event(void* e, StreamId s) override {
+    ++event_calls;
     auto* ev = static_cast<FakeEvent*>(e);
     ev->stream = s;
     ev->target = launched_[s];
   }
   bool query_event(void* e) override {
+    ++event_calls;
     auto* ev = static_cast<FakeEvent*>(e);
     return finished_[ev->stream] >= ev->target;
   }
   void synchronize_event(void* e) override {
+    ++event_calls;
     auto* ev = static_cast<FakeEvent*>(e);
     finished_[ev->stream] = std::max(finished_[ev->stream], ev->target);
   }
@@ -76,6 +81,8 @@ class FakeBackend : public CachingAllocatorBackend {
 
   size_t used() const { return used_; }
   int segment_allocs = 0;
+  int segment_frees = 0;
+  int event_calls = 0;  // create, record, query, synchronize
 
  private:
   size_t capacity_;
@@ -355,6 +362,74 @@ TEST(CachingAllocator, OutOfMemoryMessageSaysWhatWhereAndHowMuch) {
   f.alloc->free(a);
   // The failure left the allocator usable.
   void* b = f.alloc->allocate(4096, 0);
+  f.alloc->free(b);
+}
+
+// During a capture no event is created, recorded, queried or waited for:
+// pending frees stay pending even when their streams have finished, a freed
+// block used on another stream waits without an event, and empty_cache()
+// does nothing.  Once the capture ends, the next allocation records the
+// deferred events and pools what is done.
+TEST(CachingAllocator, CapturesMakeNoEventCalls) {
+  Fixture f;
+  void* a = f.alloc->allocate(4096, 1);
+  f.alloc->record_stream(a, 2);
+  f.fake->launch(2);
+  f.alloc->free(a);  // pending on an event of stream 2
+  f.alloc->begin_capture();
+  const int calls = f.fake->event_calls;
+  void* b = f.alloc->allocate(4096, 1);
+  f.fake->finish(2);
+  void* c = f.alloc->allocate(4096, 1);
+  EXPECT_NE(c, a) << "a pending free was pooled during a capture";
+  void* d = f.alloc->allocate(8192, 1);
+  f.alloc->record_stream(d, 3);
+  f.alloc->free(d);
+  EXPECT_EQ(f.alloc->stats().num_pending_frees, 2);
+  const int64_t segments = f.alloc->stats().num_segments;
+  f.alloc->empty_cache();
+  EXPECT_EQ(f.alloc->stats().num_segments, segments);
+  EXPECT_EQ(f.fake->event_calls, calls) << "event calls during a capture";
+  EXPECT_EQ(f.fake->segment_frees, 0);
+  f.alloc->end_capture();
+  void* e = f.alloc->allocate(4096, 1);
+  EXPECT_EQ(e, a) << "a's stream finished: reusable once the capture has ended";
+  EXPECT_EQ(f.alloc->stats().num_pending_frees, 0);  // d's stream 3 had no work
+  for (void* p : {b, c, e}) f.alloc->free(p);
+  EXPECT_LOOM_ERROR(f.alloc->end_capture(), "end_capture", "fake:0", "no capture");
+}
+
+// Captures are counted: the policy holds until the last one ends.
+TEST(CachingAllocator, NestedCapturesAreCounted) {
+  Fixture f;
+  void* a = f.alloc->allocate(4096, 1);
+  f.alloc->record_stream(a, 2);
+  f.alloc->begin_capture();
+  f.alloc->begin_capture();
+  f.alloc->free(a);
+  f.alloc->end_capture();
+  EXPECT_NE(f.alloc->allocate(4096, 1), a);
+  EXPECT_EQ(f.alloc->stats().num_pending_frees, 1);
+  f.alloc->end_capture();
+  f.alloc->empty_cache();
+  EXPECT_EQ(f.alloc->stats().num_pending_frees, 0);
+}
+
+// Out of memory during a capture fails without emptying the cache (no waits,
+// no segment frees) and says why; after the capture the retry works again.
+TEST(CachingAllocator, OutOfMemoryDuringACaptureDoesNotEmptyTheCache) {
+  Fixture f(24 * kMiB);
+  void* a = f.alloc->allocate(12 * kMiB, 0);
+  f.alloc->free(a);  // cached
+  f.alloc->begin_capture();
+  EXPECT_LOOM_ERROR(f.alloc->allocate(20 * kMiB, 0), "out of memory on fake:0",
+                    "capture is underway");
+  EXPECT_EQ(f.alloc->stats().num_cache_flushes, 0);
+  EXPECT_EQ(f.fake->segment_frees, 0);
+  f.alloc->end_capture();
+  void* b = f.alloc->allocate(20 * kMiB, 0);
+  EXPECT_NE(b, nullptr);
+  EXPECT_EQ(f.alloc->stats().num_cache_flushes, 1);
   f.alloc->free(b);
 }
 

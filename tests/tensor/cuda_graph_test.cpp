@@ -132,6 +132,29 @@ TEST_F(CudaGraph, AdamStepsAreRefusedInsideACapture) {
   graph.reset();
 }
 
+// A block used on another stream and freed during a capture waits without
+// an event (none may be queried during a capture); the capture still ends
+// cleanly, and once it has, the allocator records and retires the event.
+TEST_F(CudaGraph, BlocksFreedOnOtherStreamsDuringACaptureWaitWithoutEvents) {
+  Tensor x = ones({1024}, TensorOptions(kFloat32).device(kGpu));
+  const uint64_t copy = Stream::copy_stream(kGpu).native_handle();
+  const int64_t pending_before = cuda::memory_stats(0).num_pending_frees;
+  cuda::Graph graph;
+  graph.capture_begin();
+  Tensor y = x * 2;
+  {
+    Tensor scratch = x + 1;
+    cuda::record_stream(scratch.storage(), copy);
+  }  // freed during the capture
+  EXPECT_EQ(cuda::memory_stats(0).num_pending_frees, pending_before + 1);
+  graph.capture_end();
+  graph.replay();
+  EXPECT_EQ(y.sum().item<double>(), 2048.0);
+  cuda::synchronize();
+  cuda::empty_cache();  // records the deferred event, waits, pools the block
+  EXPECT_EQ(cuda::memory_stats(0).num_pending_frees, 0);
+}
+
 TEST_F(CudaGraph, MisuseIsReported) {
   cuda::Graph graph;
   EXPECT_LOOM_ERROR(graph.capture_end(), "not capturing");
