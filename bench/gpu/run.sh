@@ -5,7 +5,9 @@
 # Steps, each under `timeout -k` and a deadline for the whole run, each
 # printing its wall time:
 #   1. what ran: commit, GPU, driver, the CUDA runtime/cuBLAS/cuDNN/NCCL
-#      versions loom loaded; `ldd` of every bundled binary ("not found" fails)
+#      versions loom loaded; `ldd` of every bundled binary ("not found" fails);
+#      a GPU that nvidia-smi lists but loom's CUDA runtime cannot see stops
+#      the run here
 #   2. every gpu-tagged test, counted per test case from its XML (a binary that
 #      crashes or times out counts as one failure under its name)
 #   3. compute-sanitizer memcheck on the tests that cover loom's own kernels,
@@ -119,6 +121,13 @@ for b in "$bin"/*; do
   fi
 done
 if [[ -n "$missing" ]]; then fail "libraries not found:$missing"; else summary "ldd: every bundled binary resolves"; fi
+# nvidia-smi sees a GPU but loom's CUDA runtime does not (a driver older
+# than the runtime needs, a bad library path): every GPU test would skip and
+# read as passed, and every benchmark would fail, so stop here.
+if ((has_gpu)) && ! grep -q '^cuda devices: [1-9]' "$work/versions.log"; then
+  fail "loom's CUDA runtime sees no device although nvidia-smi does: $(grep '^cuda devices' "$work/versions.log" || echo 'no versions output'); stopping (the GPU tests would only skip)"
+  exit 1
+fi
 
 # ---- 2. gpu-tagged tests ------------------------------------------------------------
 test_limit=$((quick ? 60 : 90))
