@@ -241,10 +241,17 @@ Tensor PipeImpl::forward(const Tensor& input) {
   Run run(split(input), stages_.size());
   begin_deferred(static_cast<int64_t>(run.inputs.size()));
   prepare_waiting_stages();
-  for (size_t i = 0; i < run.inputs.size(); ++i) submit_micro_batch(run, i, nullptr);
   try {
+    for (size_t i = 0; i < run.inputs.size(); ++i) submit_micro_batch(run, i, nullptr);
     synchronize_all();
   } catch (...) {
+    // A submission that throws (a CUDA error recording an event) leaves the
+    // closures queued so far, which write into `run`: let them finish before
+    // `run` goes away, then report the first error, as train_step does.
+    try {
+      synchronize_all();
+    } catch (...) {
+    }
     begin_deferred(0);
     throw;
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -75,12 +76,24 @@ std::vector<KernelStat> stop_kernel_profile() {
 }
 
 KernelTimer::KernelTimer(const char* name, Device device)
-    : name_(name), device_(device), start_ns_(now_ns_after(device)), parent_(innermost) {
+    : name_(name),
+      device_(device),
+      start_ns_(now_ns_after(device)),
+      parent_(innermost),
+      uncaught_(std::uncaught_exceptions()) {
   innermost = this;
 }
 
-KernelTimer::~KernelTimer() {
-  const int64_t total = now_ns_after(device_) - start_ns_;
+KernelTimer::~KernelTimer() noexcept(false) {
+  int64_t end = 0;
+  std::exception_ptr wait_error;
+  try {
+    end = now_ns_after(device_);
+  } catch (...) {
+    end = now_ns();
+    if (std::uncaught_exceptions() == uncaught_) wait_error = std::current_exception();
+  }
+  const int64_t total = end - start_ns_;
   innermost = parent_;
   if (parent_ != nullptr) parent_->children_ns_ += total;
   Profile& p = profile();
@@ -90,6 +103,7 @@ KernelTimer::~KernelTimer() {
   s.name = name_;
   ++s.calls;
   s.seconds += static_cast<double>(total - children_ns_) * 1e-9;
+  if (wait_error) std::rethrow_exception(wait_error);
 }
 
 }  // namespace native

@@ -41,11 +41,14 @@ void set_kernel_profile_phase(const std::string& phase);
 std::vector<KernelStat> stop_kernel_profile();
 
 // Times one kernel call on `device`; DispatchStub makes one per call while
-// profiling.
+// profiling.  On a CUDA device the end of the call waits for the device,
+// which reports what any wait would (a CUDA error, a failed deferred check):
+// the destructor throws that error unless the call is already throwing, in
+// which case the wait's error gives way to the call's.
 class KernelTimer {
  public:
   explicit KernelTimer(const char* name, Device device = Device());
-  ~KernelTimer();
+  ~KernelTimer() noexcept(false);
   KernelTimer(const KernelTimer&) = delete;
   KernelTimer& operator=(const KernelTimer&) = delete;
 
@@ -55,6 +58,7 @@ class KernelTimer {
   int64_t start_ns_;
   int64_t children_ns_ = 0;  // nested kernel calls' time, not this one's
   KernelTimer* parent_;
+  int uncaught_;  // std::uncaught_exceptions() at construction
 };
 
 }  // namespace native

@@ -5,8 +5,10 @@
 #include <chrono>
 
 #include "tensor/native/KernelProfile.h"
+#include "tensor/native/Index.h"
 #include "tensor/native/Linalg.h"
 #include "tests/CudaTestUtil.h"
+#include "tests/TestUtil.h"
 
 namespace loom {
 namespace {
@@ -39,6 +41,22 @@ TEST_F(CudaKernelProfile, ChargesACallItsGpuTime) {
   ASSERT_GE(gemm, 0) << "no gemm calls in the profile";
   EXPECT_GE(gemm, 0.8 * gpu) << "5 products: " << gpu << " s on the GPU, " << gemm
                              << " s in the profile";
+}
+
+// The wait at the end of a profiled call reports what any wait would: a
+// failed index check surfaces from the call itself (not as std::terminate
+// from the timer's destructor), once, and the profile goes on.
+TEST_F(CudaKernelProfile, AFailedCheckSurfacesFromTheProfiledCall) {
+  const Tensor x = ones({3, 4}, kGpu);
+  const Tensor bad = tensor<int64_t>({0, 4}).to(kGpu);
+  native::start_kernel_profile();
+  EXPECT_LOOM_ERROR(native::index_select(x, 1, bad), "index_select: index 4 is out of bounds");
+  EXPECT_NO_THROW(cuda::synchronize());
+  EXPECT_EQ(native::index_select(x, 1, tensor<int64_t>({3}).to(kGpu)).sum().item<double>(), 3.0);
+  const std::vector<native::KernelStat> stats = native::stop_kernel_profile();
+  bool timed = false;
+  for (const native::KernelStat& s : stats) timed = timed || s.name == "index_select";
+  EXPECT_TRUE(timed);
 }
 
 }  // namespace
