@@ -74,10 +74,12 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
       const Device device = g.device();
       auto inv = inv_on.find(device);
       if (inv == inv_on.end()) inv = inv_on.emplace(device, inv_scale.to(device)).first;
-      g.mul_(inv->second);
       // inf - inf and NaN - NaN are NaN, so the sum is non-zero exactly when
-      // some element is not finite; it stays on the device.
+      // some element is not finite; it stays on the device.  Checked before
+      // unscaling, as PyTorch's: with a scale below 1 a large finite gradient
+      // may overflow when multiplied, and PyTorch does not skip for that.
       const Tensor bad = (g - g).sum().ne(0).to(kFloat32).reshape({1});
+      g.mul_(inv->second);
       auto found = state.found_inf.find(device);
       if (found == state.found_inf.end()) {
         state.found_inf.emplace(device, bad);

@@ -3,6 +3,7 @@
 // gradients: the same scale and growth tracker after every update, the same
 // skipped steps and the same weights (to a float32 ulp); and the scaler's rules (one unscale_
 // per step, update after step, disabled scaler, state_dict round trip).
+#include <cmath>
 #include <sstream>
 
 #include "tests/GradScalerScript.h"
@@ -83,6 +84,23 @@ TEST(GradScaler, OrderOfCallsIsChecked) {
   EXPECT_LOOM_ERROR(scaler.scale(arange(0, 3)), "floating-point");
   // Gradients were divided by the scale before the step: w moved by lr * 1.
   EXPECT_EQ(w.to_vector<float>(), std::vector<float>({0.9f, 0.9f}));
+}
+
+// The inf/NaN check reads the gradients before they are unscaled, as
+// PyTorch's: with a scale below 1, a finite gradient that overflows when
+// multiplied by 1 / scale does not skip the step.
+TEST(GradScaler, OverflowWhileUnscalingDoesNotSkipTheStep) {
+  Tensor w = ones({2}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.1));
+  amp::GradScalerOptions options;
+  options.init_scale = 0.25;
+  amp::GradScaler scaler(options);
+  scaler.scale(w.sum()).backward();
+  w.grad().copy_(tensor<float>({3e38f, 1.0f}));  // a large finite scaled gradient
+  EXPECT_TRUE(scaler.step(opt));
+  EXPECT_TRUE(std::isinf(w.grad().to_vector<float>()[0]));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 0.25);  // a good step: no backoff
 }
 
 TEST(GradScaler, Float16GradientsAreRefused) {
