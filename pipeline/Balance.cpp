@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/GradMode.h"
+#include "tensor/CudaRuntime.h"
 #include "tensor/Error.h"
 
 namespace loom {
@@ -77,6 +78,12 @@ void walk_layers(const nn::Sequential& sequential, const Tensor& sample, const c
   }
 }
 
+// Waits until t's CUDA device has finished its queued work (nothing for
+// other devices, whose kernels run on the calling thread).
+void wait_for_device(const Tensor& t) {
+  if (t.defined() && t.is_cuda()) cuda::synchronize(t.device().index);
+}
+
 }  // namespace
 
 std::vector<double> profile_times(const nn::Sequential& sequential, const Tensor& sample,
@@ -87,8 +94,13 @@ std::vector<double> profile_times(const nn::Sequential& sequential, const Tensor
     Tensor y = layer.forward(x);  // warm-up (allocations, lazy init)
     double best = std::numeric_limits<double>::infinity();
     for (int r = 0; r < repeats; ++r) {
+      // On a GPU the layer only queues kernels: time the work, not the
+      // launches (the device is drained before and after, as torchgpipe's
+      // balance_by_time does).
+      wait_for_device(x);
       const auto start = std::chrono::steady_clock::now();
       y = layer.forward(x);
+      wait_for_device(y);
       const std::chrono::duration<double> d = std::chrono::steady_clock::now() - start;
       best = std::min(best, d.count());
     }
