@@ -10,18 +10,19 @@
 #      the run here
 #   2. every gpu-tagged test, counted per test case from its XML (a binary that
 #      crashes or times out counts as one failure under its name)
-#   3. compute-sanitizer memcheck on the tests that cover loom's own kernels,
-#      racecheck on one (not with --quick)
-#   4. training steps beside PyTorch on the same GPU: ResNet-50 batch 128
+#   3. training steps beside PyTorch on the same GPU: ResNet-50 batch 128
 #      224x224 TF32, ResNet-50 batch 256 with fp16 autocast + GradScaler (issue
 #      18's AMP target), the ConvNet batch 128 (PyTorch runs with the machine's
 #      own library path, not the bundle's)
-#   5. MNIST 1 epoch on cuda, eager and with --cuda-graph, beside the CPU's
+#   4. MNIST 1 epoch on cuda, eager and with --cuda-graph, beside the CPU's
 #      accuracy for the same seed (not with --quick)
-#   6. the split_size experiment on one GPU, both stages on cuda:0 with their
-#      own streams (not with --quick)
-#   7. the ResNet-50 fp16 AMP step op by op, loom's kernel profile beside
-#      PyTorch's profiler (not with --quick; last, for diagnosis)
+#   5. the split_size experiment on one GPU, both stages on cuda:0 (they
+#      share its default stream, so this checks results and the pipeline's
+#      overhead, not overlap; not with --quick)
+#   6. the ResNet-50 fp16 AMP step op by op, loom's kernel profile beside
+#      PyTorch's profiler (not with --quick; for diagnosis)
+#   7. compute-sanitizer memcheck on the tests that cover loom's own kernels,
+#      racecheck on one (not with --quick; last, in the time that is left)
 # Output: $OUT/summary.txt and $OUT/results.tar.gz (every log, XML and CSV),
 # written by an EXIT trap, so they come back even when a step hangs or the
 # script is killed at its limit.  Without a GPU the same flow runs here in
@@ -171,42 +172,7 @@ PY
 cat "$work/test_counts.txt" | grep -v ": 0 failed" | tee -a "$out/summary.txt" >/dev/null
 grep -q "gpu tests: [0-9]* passed, 0 failed" "$work/test_counts.txt" || failures=$((failures + 1))
 
-# ---- 3. compute-sanitizer ------------------------------------------------------------
-# cuda_elementwise_test (unary/binary tables, dtype conversion), cuda_reduce_test,
-# cuda_norm_pool_test (batch norm, pooling), cuda_softmax_loss_test, cuda_index_test;
-# optimizers and conv through cuda_update_test and cuda_conv_test where time allows.
-sanitize() {  # sanitize TOOL TEST [extra flags]
-  local tool="$1" t="$2"; shift 2
-  [[ -x "$bin/$t" ]] || { summary "compute-sanitizer $tool $t: no such test binary"; return; }
-  run_step "sanitizer/$tool-$t" 120 "${loom[@]}" "$sanitizer" --tool "$tool" --error-exitcode 99 "$@" "$bin/$t"
-  local log="$work/sanitizer/$tool-$t.log"
-  if grep -q "Device not supported\|not supported on this platform" "$log"; then
-    sanitizer_unavailable=1
-    summary "compute-sanitizer: sanitizer unavailable on this machine ($(grep -m1 'not supported' "$log"))"
-  elif ((step_rc == 0)); then
-    summary "compute-sanitizer $tool $t: clean ($(grep -m1 'ERROR SUMMARY' "$log"))"
-  else
-    fail "compute-sanitizer $tool $t: exit $step_rc, $(grep -m1 'ERROR SUMMARY' "$log" || echo 'see its log')"
-  fi
-}
-if ((!quick)); then
-  mkdir -p "$work/sanitizer"
-  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
-  sanitizer_unavailable=0
-  if ((!has_gpu)); then
-    summary "compute-sanitizer: skipped, no GPU on this machine"
-  elif [[ -z "$sanitizer" ]]; then
-    summary "compute-sanitizer: not installed on this machine"
-  else
-    for t in cuda_elementwise_test cuda_norm_pool_test cuda_softmax_loss_test; do
-      sanitize memcheck "$t" --report-api-errors no
-      ((sanitizer_unavailable)) && break
-    done
-    ((sanitizer_unavailable)) || sanitize racecheck cuda_reduce_test
-  fi
-fi
-
-# ---- 4. training steps beside PyTorch ---------------------------------------------------
+# ---- 3. training steps beside PyTorch ---------------------------------------------------
 device=cuda
 resnet=(--model resnet50 --batch 128 --size 224 --classes 1000 --iters 20 --warmup 5 --tf32 true)
 resnet_amp=(--model resnet50 --batch 256 --size 224 --classes 1000 --iters 10 --warmup 5 --amp fp16)
@@ -248,7 +214,7 @@ bench_pair resnet50 "${resnet[@]}"
 bench_pair resnet50-amp "${resnet_amp[@]}"
 bench_pair convnet "${convnet[@]}"
 
-# ---- 5. MNIST ---------------------------------------------------------------------------
+# ---- 4. MNIST ---------------------------------------------------------------------------
 if ((!quick)); then
   mkdir -p "$work/mnist"
   data="$gpu_dir/data/mnist"
@@ -270,7 +236,7 @@ if ((!quick)); then
   fi
 fi
 
-# ---- 6. split_size on one GPU ----------------------------------------------------------------
+# ---- 5. split_size on one GPU ----------------------------------------------------------------
 if ((!quick)); then
   if ((has_gpu)); then
     split=(--devices cuda:0,cuda:0 --image-size 128 --batch-size 120 --num-batches 3 --num-classes 1000
@@ -287,11 +253,11 @@ if ((!quick)); then
   fi
 fi
 
-# ---- 7. the AMP step op by op --------------------------------------------------------------
+# ---- 6. the AMP step op by op --------------------------------------------------------------
 # Where loom's and PyTorch's ResNet-50 fp16 step spend their GPU time: loom's
 # kernel profile synchronizes around every op (so its total is no step
-# time), PyTorch's profiler gives each op's self GPU time.  Last: it is
-# for diagnosis, and the budget may run out first.
+# time), PyTorch's profiler gives each op's self GPU time.  After the
+# figures: it is for diagnosis.
 if ((!quick)); then
   mkdir -p "$work/profile"
   profile_args=("${resnet_amp[@]}" --profile)
@@ -312,6 +278,43 @@ if ((!quick)); then
     else
       fail "profile/resnet50-amp-torch: exit $step_rc"
     fi
+  fi
+fi
+
+# ---- 7. compute-sanitizer ------------------------------------------------------------
+# Last, in whatever time is left: the figures and the run's other checks come
+# first (on H200 machines under gVisor the sanitizer is unavailable anyway).
+# cuda_elementwise_test (unary/binary tables, dtype conversion), cuda_reduce_test,
+# cuda_norm_pool_test (batch norm, pooling), cuda_softmax_loss_test, cuda_index_test;
+# optimizers and conv through cuda_update_test and cuda_conv_test where time allows.
+sanitize() {  # sanitize TOOL TEST [extra flags]
+  local tool="$1" t="$2"; shift 2
+  [[ -x "$bin/$t" ]] || { summary "compute-sanitizer $tool $t: no such test binary"; return; }
+  run_step "sanitizer/$tool-$t" 120 "${loom[@]}" "$sanitizer" --tool "$tool" --error-exitcode 99 "$@" "$bin/$t"
+  local log="$work/sanitizer/$tool-$t.log"
+  if grep -q "Device not supported\|not supported on this platform" "$log"; then
+    sanitizer_unavailable=1
+    summary "compute-sanitizer: sanitizer unavailable on this machine ($(grep -m1 'not supported' "$log"))"
+  elif ((step_rc == 0)); then
+    summary "compute-sanitizer $tool $t: clean ($(grep -m1 'ERROR SUMMARY' "$log"))"
+  else
+    fail "compute-sanitizer $tool $t: exit $step_rc, $(grep -m1 'ERROR SUMMARY' "$log" || echo 'see its log')"
+  fi
+}
+if ((!quick)); then
+  mkdir -p "$work/sanitizer"
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  sanitizer_unavailable=0
+  if ((!has_gpu)); then
+    summary "compute-sanitizer: skipped, no GPU on this machine"
+  elif [[ -z "$sanitizer" ]]; then
+    summary "compute-sanitizer: not installed on this machine"
+  else
+    for t in cuda_elementwise_test cuda_norm_pool_test cuda_softmax_loss_test; do
+      sanitize memcheck "$t" --report-api-errors no
+      ((sanitizer_unavailable)) && break
+    done
+    ((sanitizer_unavailable)) || sanitize racecheck cuda_reduce_test
   fi
 fi
 
