@@ -133,7 +133,10 @@ ProcessGroupNccl::~ProcessGroupNccl() {
   std::lock_guard<std::mutex> lock(s.mutex);
   for (auto& [device, c] : s.comms) {
     if (c.comm != nullptr) ncclCommAbort(c.comm);
-    if (c.stream != nullptr) cudaStreamDestroy(c.stream);
+    // c.stream is kept (one stream per group and device, as loom's own
+    // streams are never destroyed): tensors the collectives touched were
+    // record_stream'ed on it and may be freed after the group, when the
+    // allocator records an event on it.
   }
   s.comms.clear();
   cudaGetLastError();

@@ -168,6 +168,8 @@ struct ProcessGroupNccl::Impl {
   struct Comm {
     int device = 0;
     ncclComm_t comm = nullptr;
+    // Never destroyed once a collective ran on it: the allocator may record
+    // events on it when tensors it touched are freed, after the group.
     cudaStream_t stream = nullptr;
   };
   struct Pending {
