@@ -15,6 +15,21 @@ void missing_kernel(const char* op, Device device) {
             " tensors (got a tensor on ", device.str(), ")");
 }
 
+namespace {
+// Built during static initialisation (a function-local static, so ready
+// whatever the order of the registering files).
+std::vector<KernelRegistration>& registrations() {
+  static auto* list = new std::vector<KernelRegistration>();  // never destroyed
+  return *list;
+}
+}  // namespace
+
+const std::vector<KernelRegistration>& kernel_registrations() { return registrations(); }
+
+void note_kernel_registration(const char* op, DeviceType type) {
+  registrations().push_back({op, type});
+}
+
 void duplicate_kernel(const char* op, DeviceType type) {
   std::fprintf(stderr, "loom: two %s kernels registered for %s (a build error)\n", op,
                type == DeviceType::kCUDA ? "CUDA" : "CPU");

@@ -31,7 +31,9 @@
 // files that nothing references by name.
 #pragma once
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "tensor/Device.h"
 #include "tensor/native/KernelProfile.h"
@@ -46,6 +48,15 @@ namespace native {
 // Aborts with a message naming the op: a slot filled twice is a build error
 // (two backends registering one kernel), found at start-up.
 [[noreturn]] void duplicate_kernel(const char* op, DeviceType type);
+
+// Every registration so far (slot name, device type), in registration order:
+// for tests that check which slots a backend fills (dispatch_coverage_test).
+struct KernelRegistration {
+  std::string op;
+  DeviceType type;
+};
+const std::vector<KernelRegistration>& kernel_registrations();
+void note_kernel_registration(const char* op, DeviceType type);
 
 template <typename Fn>
 class DispatchStub;
@@ -108,6 +119,7 @@ class RegisterKernel {
   template <typename Fn>
   RegisterKernel(DispatchStub<Fn>& stub, DeviceType type, typename DispatchStub<Fn>::Fn fn) {
     stub.set(type, fn);
+    note_kernel_registration(stub.name(), type);
   }
 };
 

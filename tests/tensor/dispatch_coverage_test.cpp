@@ -1,0 +1,51 @@
+// Which kernel slots each backend fills.  In a build with CUDA every slot
+// the CPU fills must have a CUDA kernel too, except the capability slots
+// whose CPU answer is about a CPU-only layout or fusion (their empty CUDA
+// slot answers "no").  The op-table redesign (b43f8c8) once lost CUDA's
+// `cat` this way: nothing but a GPU run would have noticed.  Runs without a
+// GPU: registration happens at start-up either way.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "tensor/CudaRuntime.h"
+#include "tensor/native/DispatchStub.h"
+
+namespace loom {
+namespace {
+
+std::set<std::string> filled(DeviceType type) {
+  std::set<std::string> out;
+  for (const native::KernelRegistration& r : native::kernel_registrations())
+    if (r.type == type) out.insert(r.op);
+  return out;
+}
+
+TEST(DispatchCoverage, EveryCpuKernelHasACudaKernel) {
+  if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
+  // Capability slots (answer_or) about CPU-only layouts, fusions and 16-bit
+  // kernels: CUDA answers "no" by leaving them empty.
+  const std::set<std::string> cpu_only = {
+      "batch_norm_channels_last", "batch_norm_fuses_relu", "conv2d_channels_last",
+      "elementwise_takes",        "max_pool2d_channels_last", "max_pool2d_takes"};
+  const std::set<std::string> cpu = filled(kCPU), cuda = filled(kCUDA);
+  ASSERT_GT(cpu.size(), 40u) << "the registry missed the CPU kernels";
+  for (const std::string& op : cpu) {
+    if (cpu_only.count(op) == 0) {
+      EXPECT_EQ(cuda.count(op), 1u) << op << " has no CUDA kernel";
+    }
+  }
+  for (const std::string& op : cpu_only)
+    EXPECT_EQ(cpu.count(op), 1u) << op << " is listed as CPU-only but the CPU does not fill it";
+  for (const std::string& op : cuda)
+    EXPECT_EQ(cpu.count(op), 1u) << op << " has a CUDA kernel but no CPU one";
+}
+
+TEST(DispatchCoverage, RegistrationsNameTheirSlots) {
+  for (const native::KernelRegistration& r : native::kernel_registrations())
+    EXPECT_FALSE(r.op.empty());
+}
+
+}  // namespace
+}  // namespace loom
