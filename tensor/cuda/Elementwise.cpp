@@ -109,10 +109,22 @@ void binary_kernel(native::BinaryOp op, const Tensor& out, const Tensor& a, cons
                    Scalar alpha) {
   run(out, {a, b}, [&](const ElementwiseLayout& l, const Tensor& o, const std::vector<Tensor>& in) {
     const int device = o.device().index;
+    if (is_reduced_float(o.dtype())) {
+      // A 16-bit result from 16-bit (or float32 scalar) operands, as they are.
+      binary_16bit(op, o.dtype(), in[0].dtype(), in[1].dtype(), l, o.data_ptr(),
+                   in[0].data_ptr(), in[1].data_ptr(), alpha.to_double(), device,
+                   current_stream_handle(device));
+      return;
+    }
     binary(op, a.dtype(), l, o.data_ptr(), in[0].data_ptr(), in[1].data_ptr(), alpha.to_double(),
            device, current_stream_handle(device));
   });
 }
+
+// The binary and unary tables, their in-place forms and unary_backward take
+// float16 and bfloat16 as they are (float32 inside, one rounding): no
+// float32 copies of 16-bit activations under autocast.
+bool elementwise_takes_kernel(DType dtype) { return dtype == kFloat16 || dtype == kBFloat16; }
 
 void isclose_kernel(const Tensor& out, const Tensor& a, const Tensor& b, double rtol,
                     double atol) {
@@ -207,6 +219,8 @@ static const native::RegisterKernel reg_unary(native::unary_stub, kCUDA, &unary_
 static const native::RegisterKernel reg_unary_backward(native::unary_backward_stub, kCUDA,
                                                        &unary_backward_kernel);
 static const native::RegisterKernel reg_where(native::where_stub, kCUDA, &where_kernel);
+static const native::RegisterKernel reg_elementwise_takes(native::elementwise_takes_stub, kCUDA,
+                                                          &elementwise_takes_kernel);
 static const native::RegisterKernel reg_pow_scalar(native::pow_scalar_stub, kCUDA,
                                                    &pow_scalar_kernel);
 static const native::RegisterKernel reg_clamp(native::clamp_stub, kCUDA, &clamp_kernel);

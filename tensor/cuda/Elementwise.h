@@ -72,12 +72,19 @@ inline void set_immediate(ElementwiseLayout& l, int k, const void* value, size_t
 // `dtype`.  alpha scales b for add/sub (converted to dtype).
 void binary(native::BinaryOp op, DType dtype, const ElementwiseLayout& layout, void* out,
             const void* a, const void* b, double alpha, int device, uint64_t stream);
+// out (float16 or bfloat16, out_dtype) = a op b computed in float32 and
+// rounded once; a and b each of out_dtype or float32 (a scalar beside the
+// 16-bit tensors).  Not the comparisons (their out is bool: binary).
+void binary_16bit(native::BinaryOp op, DType out_dtype, DType a_dtype, DType b_dtype,
+                  const ElementwiseLayout& layout, void* out, const void* a, const void* b,
+                  double alpha, int device, uint64_t stream);
 // out (bool) = |a - b| <= atol + rtol * |b| (equal values, infinities too,
 // are close; nan never is).  a and b are float64.
 void isclose(const ElementwiseLayout& layout, void* out, const void* a, const void* b,
              double rtol, double atol, int device, uint64_t stream);
 
-// out = op(in), both of `dtype` (one the op's dtype rule allows).
+// out = op(in), both of `dtype` (one the op's dtype rule allows; float16
+// and bfloat16 computed in float32 and rounded once).
 void unary(native::UnaryOp op, const optable::UnaryArgs& args, DType dtype,
            const ElementwiseLayout& layout, void* out, const void* in, int device,
            uint64_t stream);
@@ -90,7 +97,9 @@ void pow_scalar(DType dtype, const ElementwiseLayout& layout, void* out, const v
 void clamp(DType dtype, const ElementwiseLayout& layout, void* out, const void* in, bool has_min,
            double min, bool has_max, double max, int device, uint64_t stream);
 
-// The fused backward kernels of Unary.h; every operand of floating `dtype`.
+// The fused backward kernels of Unary.h; every operand of floating `dtype`
+// (unary_backward: float16 and bfloat16 too, computed in float32 and
+// rounded once).
 void unary_backward(native::UnaryOp op, const optable::UnaryArgs& args, DType dtype,
                     const ElementwiseLayout& layout, void* out, const void* grad,
                     const void* saved, int device, uint64_t stream);

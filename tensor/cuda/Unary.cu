@@ -23,6 +23,14 @@ struct ForwardF {
   __device__ T operator()(T x) const { return op.template forward<T>(x); }
 };
 
+// A 16-bit S out = Op::forward in float32 of the widened input, rounded
+// once, as the float32 path's copies would give.
+template <typename Op, typename S>
+struct Forward16F {
+  Op op;
+  __device__ S operator()(S x) const { return S(op.template forward<float>(static_cast<float>(x))); }
+};
+
 template <typename T>
 struct PowScalarF {
   T e;
@@ -98,6 +106,14 @@ void unary(UnaryOp id, const optable::UnaryArgs& args, DType dtype, const Elemen
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
     const Op op = optable::make_op<Op>(args);
+    if (dtype == kFloat16 || dtype == kBFloat16) {
+      if constexpr (optable::unary_accepts<Op, float>()) {
+        if (dtype == kFloat16) return l.run<Half>(Forward16F<Op, Half>{op});
+        return l.run<BFloat16>(Forward16F<Op, BFloat16>{op});
+      } else {
+        LOOM_FAIL("cuda::unary: ", Op::name, " has no kernel for ", dtype_name(dtype));
+      }
+    }
     dispatch_dtype(dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       if constexpr (optable::unary_accepts<Op, T>()) {

@@ -19,6 +19,16 @@ struct BackwardF {
   __device__ T operator()(T g, T s) const { return op.template backward<T>(g, s); }
 };
 
+// The same for 16-bit S: Op::backward in float32 of the widened operands,
+// rounded once.
+template <typename Op, typename S>
+struct Backward16F {
+  Op op;
+  __device__ S operator()(S g, S s) const {
+    return S(op.template backward<float>(static_cast<float>(g), static_cast<float>(s)));
+  }
+};
+
 // grad * e * x^(e - 1), with the CPU kernel's exact cases.
 template <typename T>
 struct PowBackF {
@@ -64,6 +74,8 @@ void unary_backward(native::UnaryOp id, const optable::UnaryArgs& args, DType dt
   native::visit_unary_op(id, [&](auto op_tag) {
     using Op = typename decltype(op_tag)::type;
     const Op op = optable::make_op<Op>(args);
+    if (dtype == kFloat16) return l.run<Half>(Backward16F<Op, Half>{op});
+    if (dtype == kBFloat16) return l.run<BFloat16>(Backward16F<Op, BFloat16>{op});
     dispatch_floating(dtype, "cuda::unary_backward", [&](auto tag) {
       using T = typename decltype(tag)::type;
       l.run<T>(BackwardF<Op, T>{op});

@@ -37,7 +37,7 @@ inline DType compute_dtype(DType dtype) { return is_reduced_float(dtype) ? kFloa
 // Whether `device`'s elementwise kernels (the binary and unary tables, their
 // in-place and backward forms) take the 16-bit `dtype` as it is, computing
 // in float32 inside without float32 copies of the tensors (same values as
-// compute_dtype's path): bfloat16 on the CPU.
+// compute_dtype's path): bfloat16 on the CPU, float16 and bfloat16 on CUDA.
 bool elementwise_takes(Device device, DType dtype);
 // The dtype such a kernel on `device` is given for `dtype`: dtype itself
 // where elementwise_takes, else compute_dtype(dtype).

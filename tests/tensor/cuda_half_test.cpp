@@ -16,6 +16,7 @@
 
 #include "tensor/CudaMemory.h"
 #include "tensor/native/Binary.h"
+#include "tensor/native/Copy.h"
 #include "tensor/native/Normalization.h"
 #include "tensor/native/Unary.h"
 #include "tests/CudaTestUtil.h"
@@ -131,6 +132,57 @@ TEST_F(CudaHalf, EveryTableOpMatchesTheCpu) {
                                native::is_comparison(op) ? kFloat32 : d))
           << native::binary_op_name(op) << " " << dtype_name(d);
     });
+  }
+}
+
+// The elementwise kernels take 16-bit tensors as they are: the results are
+// those of the float32 path (the operands widened, one rounding), bit for
+// bit, with float32 scalars (a CPU scalar by value, a 0-dim device tensor)
+// and full float32 operands beside them, in place and out of place, and no
+// float32 copy is made (the peak grows by the 16-bit output only).
+TEST_F(CudaHalf, ElementwiseOpsRunSixteenBitTensorsAsTheyAre) {
+  using testing::half_sample;
+  using testing::widened;
+  for (DType d : kHalfDTypes) {
+    SCOPED_TRACE(dtype_name(d));
+    EXPECT_TRUE(native::elementwise_takes(kGpu, d));
+    const Tensor x = half_sample(d, {33, 40}, 31, kGpu), y = half_sample(d, {40}, 32, kGpu);
+    const Tensor f32 = half_sample(kFloat32, {33, 40}, 33, kGpu);
+    const Tensor zero_dim = half_sample(kFloat32, {}, 34, kGpu);
+    const auto same = [&](const Tensor& got, const Tensor& from_float32) {
+      EXPECT_EQ(got.dtype(), d);
+      EXPECT_TRUE(testing::SameValues(got, from_float32.to(d)));
+    };
+    const BinaryOp add = native::binary_op<optable::Add>(), mul = native::binary_op<optable::Mul>();
+    same(native::binary(add, x, y, 0.5), native::binary(add, widened(x), widened(y), 0.5));
+    same(native::binary(mul, x, native::scalar_operand(0.1, x)),
+         native::binary(mul, widened(x), native::scalar_operand(0.1, widened(x))));
+    same(native::binary(mul, zero_dim, x), native::binary(mul, zero_dim, widened(x)));
+    same(native::binary(add, x, f32.to(kBool)), native::binary(add, widened(x), f32.to(kBool)));
+    Tensor inplace = x.clone();
+    native::binary_(mul, inplace, y);
+    same(inplace, native::binary(mul, widened(x), widened(y)));
+    const UnaryOp relu = native::unary_op<optable::Relu>(), exp = native::unary_op<optable::Exp>();
+    same(native::unary(exp, x), native::unary(exp, widened(x)));
+    Tensor relu_inplace = x.clone();
+    native::unary_(relu, relu_inplace);
+    same(relu_inplace, native::unary(relu, widened(x)));
+    same(native::unary_backward(relu, y.expand({33, 40}), x),
+         native::unary_backward(relu, widened(y).expand({33, 40}), widened(x)));
+    // 4 M elements: a float32 copy of one operand alone would add 16 MB.
+    const Tensor big = half_sample(d, {16, 64, 64, 64}, 35, kGpu);
+    cuda::synchronize();
+    cuda::reset_peak_memory_stats(kGpu.index);
+    const int64_t before = cuda::memory_allocated(kGpu.index);
+    {
+      const Tensor r = native::unary(relu, big);
+      const Tensor sum = native::binary(add, r, big);
+      const Tensor g = native::unary_backward(relu, sum, r);
+      cuda::synchronize();
+    }
+    const int64_t grown = cuda::max_memory_allocated(kGpu.index) - before;
+    EXPECT_LE(grown, 3 * big.numel() * 2 + (int64_t(2) << 20))
+        << "peak grew by " << grown << " bytes for " << big.numel() << " 16-bit elements";
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tensor/CudaRuntime.h"
+#include "tensor/native/Copy.h"
 #include "tensor/native/DispatchStub.h"
 
 namespace loom {
@@ -26,9 +27,9 @@ TEST(DispatchCoverage, EveryCpuKernelHasACudaKernel) {
   if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
   // Capability slots (answer_or) about CPU-only layouts, fusions and 16-bit
   // kernels: CUDA answers "no" by leaving them empty.
-  const std::set<std::string> cpu_only = {
-      "batch_norm_channels_last", "batch_norm_fuses_relu", "conv2d_channels_last",
-      "elementwise_takes",        "max_pool2d_channels_last", "max_pool2d_takes"};
+  const std::set<std::string> cpu_only = {"batch_norm_channels_last", "batch_norm_fuses_relu",
+                                          "conv2d_channels_last", "max_pool2d_channels_last",
+                                          "max_pool2d_takes"};
   const std::set<std::string> cpu = filled(kCPU), cuda = filled(kCUDA);
   ASSERT_GT(cpu.size(), 40u) << "the registry missed the CPU kernels";
   for (const std::string& op : cpu) {
@@ -40,6 +41,19 @@ TEST(DispatchCoverage, EveryCpuKernelHasACudaKernel) {
     EXPECT_EQ(cpu.count(op), 1u) << op << " is listed as CPU-only but the CPU does not fill it";
   for (const std::string& op : cuda)
     EXPECT_EQ(cpu.count(op), 1u) << op << " has a CUDA kernel but no CPU one";
+}
+
+// CUDA's elementwise kernels take both 16-bit floats as they are; the CPU's
+// take bfloat16 (float16 goes through float32 copies there).  A capability
+// answer: no GPU is touched.
+TEST(DispatchCoverage, SixteenBitElementwiseKernels) {
+  EXPECT_TRUE(native::elementwise_takes(Device(kCPU), kBFloat16));
+  EXPECT_FALSE(native::elementwise_takes(Device(kCPU), kFloat16));
+  EXPECT_FALSE(native::elementwise_takes(Device(kCPU), kFloat32));
+  if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
+  EXPECT_TRUE(native::elementwise_takes(Device(kCUDA, 0), kFloat16));
+  EXPECT_TRUE(native::elementwise_takes(Device(kCUDA, 0), kBFloat16));
+  EXPECT_FALSE(native::elementwise_takes(Device(kCUDA, 0), kFloat32));
 }
 
 TEST(DispatchCoverage, RegistrationsNameTheirSlots) {
