@@ -26,8 +26,8 @@ std::vector<KernelRegistration>& registrations() {
 
 const std::vector<KernelRegistration>& kernel_registrations() { return registrations(); }
 
-void note_kernel_registration(const char* op, DeviceType type) {
-  registrations().push_back({op, type});
+void note_kernel_registration(const char* op, DeviceType type, const void* slot) {
+  registrations().push_back({op, type, slot});
 }
 
 void duplicate_kernel(const char* op, DeviceType type) {

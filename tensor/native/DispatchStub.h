@@ -54,9 +54,10 @@ namespace native {
 struct KernelRegistration {
   std::string op;
   DeviceType type;
+  const void* slot;  // the DispatchStub (two slots may share an op name)
 };
 const std::vector<KernelRegistration>& kernel_registrations();
-void note_kernel_registration(const char* op, DeviceType type);
+void note_kernel_registration(const char* op, DeviceType type, const void* slot);
 
 template <typename Fn>
 class DispatchStub;
@@ -119,7 +120,7 @@ class RegisterKernel {
   template <typename Fn>
   RegisterKernel(DispatchStub<Fn>& stub, DeviceType type, typename DispatchStub<Fn>::Fn fn) {
     stub.set(type, fn);
-    note_kernel_registration(stub.name(), type);
+    note_kernel_registration(stub.name(), type, &stub);
   }
 };
 

@@ -148,7 +148,7 @@ TEST_F(CudaHalf, ElementwiseOpsRunSixteenBitTensorsAsTheyAre) {
     EXPECT_TRUE(native::elementwise_takes(kGpu, d));
     const Tensor x = half_sample(d, {33, 40}, 31, kGpu), y = half_sample(d, {40}, 32, kGpu);
     const Tensor f32 = half_sample(kFloat32, {33, 40}, 33, kGpu);
-    const Tensor zero_dim = half_sample(kFloat32, {}, 34, kGpu);
+    const Tensor zero_dim = full({}, 0.3, TensorOptions(kFloat32).device(kGpu));  // not 16-bit exact
     const auto same = [&](const Tensor& got, const Tensor& from_float32) {
       EXPECT_EQ(got.dtype(), d);
       EXPECT_TRUE(testing::SameValues(got, from_float32.to(d)));
@@ -162,6 +162,12 @@ TEST_F(CudaHalf, ElementwiseOpsRunSixteenBitTensorsAsTheyAre) {
     Tensor inplace = x.clone();
     native::binary_(mul, inplace, y);
     same(inplace, native::binary(mul, widened(x), widened(y)));
+    Tensor inplace_f32 = x.clone();  // a full float32 other: the (16-bit, float32) kernel
+    native::binary_(add, inplace_f32, f32, 0.5);
+    same(inplace_f32, native::binary(add, widened(x), f32, 0.5));
+    Tensor inplace_scalar = x.clone();  // a CPU scalar by value
+    native::binary_(mul, inplace_scalar, native::scalar_operand(0.3, x));
+    same(inplace_scalar, native::binary(mul, widened(x), native::scalar_operand(0.3, widened(x))));
     const UnaryOp relu = native::unary_op<optable::Relu>(), exp = native::unary_op<optable::Exp>();
     same(native::unary(exp, x), native::unary(exp, widened(x)));
     Tensor relu_inplace = x.clone();
