@@ -32,16 +32,21 @@ void check_stat(const Tensor& x, const Tensor& t, const char* name) {
 // float16 and bfloat16 activations run as they are (float32 statistics).
 bool batch_norm_takes_kernel(DType dtype) { return is_reduced_float(dtype); }
 
+// The ReLU and the residual add are fused for every dtype the kernels take.
+bool batch_norm_fuses_relu_kernel(DType) { return true; }
+
 }  // namespace
 
-// s.relu and s.residual never come: no batch_norm_fuses_relu answer here.
 void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x,
-                       const Tensor& /*residual*/, const Tensor& weight, const Tensor& bias,
+                       const Tensor& residual, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training,
                        double momentum, double eps, const Tensor& out, const Tensor& save_mean,
                        const Tensor& save_invstd) {
-  LOOM_CHECK(!s.relu && !s.residual,
-             "batch_norm: the CUDA kernels do not fuse the ReLU or the residual add");
+  LOOM_CHECK(!s.residual || (residual.defined() && residual.dtype() == x.dtype() &&
+                             residual.device() == x.device() && residual.sizes() == x.sizes() &&
+                             residual.is_contiguous()),
+             "batch_norm: the fused residual must be a contiguous tensor like the input ",
+             x.describe(), ", got ", residual.defined() ? residual.describe() : "none");
   const int device = x.device().index;
   // a and shift of y = x * a + shift per channel, then the tiles' partial sums
   const Tensor scratch = empty({batch_norm_scratch_doubles(s, false, device)},
@@ -52,7 +57,8 @@ void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x,
     rm = native::contiguous(running_mean);
     rv = native::contiguous(running_var);
   }
-  batch_norm_forward(x.dtype(), s, x.data_ptr(), ptr(weight), ptr(bias),
+  batch_norm_forward(x.dtype(), s, x.data_ptr(), s.residual ? residual.data_ptr() : nullptr,
+                     ptr(weight), ptr(bias),
                      update || !training ? ptr(rm) : nullptr,
                      update || !training ? ptr(rv) : nullptr, training, momentum, eps,
                      out.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr(),
@@ -66,20 +72,23 @@ void batch_norm_kernel(const native::BatchNormShape& s, const Tensor& x,
   }
 }
 
-// y (a fused ReLU's output) never comes either: the native op masks first.
 void batch_norm_backward_kernel(const native::BatchNormShape& s, const Tensor& grad_output,
-                                const Tensor& /*y*/, const Tensor& x, const Tensor& weight,
+                                const Tensor& y, const Tensor& x, const Tensor& weight,
                                 const Tensor& save_mean, const Tensor& save_invstd, bool training,
                                 const Tensor& grad_input, const Tensor& grad_weight,
                                 const Tensor& grad_bias) {
-  LOOM_CHECK(!s.relu, "batch_norm_backward: the CUDA kernels do not fuse the ReLU's mask");
+  LOOM_CHECK(!s.relu || (y.defined() && y.dtype() == x.dtype() && y.device() == x.device() &&
+                         y.sizes() == x.sizes() && y.is_contiguous()),
+             "batch_norm_backward: the fused ReLU's output must be a contiguous tensor like the "
+             "input ", x.describe(), ", got ", y.defined() ? y.describe() : "none");
   check_stat(x, save_mean, "save_mean");
   check_stat(x, save_invstd, "save_invstd");
   const int device = x.device().index;
   // a, b, k of dx = a * dy + b * (x - mean) + k per channel, then the tiles' partial sums
   const Tensor scratch = empty({batch_norm_scratch_doubles(s, true, device)},
                                TensorOptions(kFloat64).device(x.device()));
-  batch_norm_backward(x.dtype(), s, grad_output.data_ptr(), x.data_ptr(), save_mean.data_ptr(),
+  batch_norm_backward(x.dtype(), s, grad_output.data_ptr(), s.relu ? y.data_ptr() : nullptr,
+                      x.data_ptr(), save_mean.data_ptr(),
                       save_invstd.data_ptr(), ptr(weight), training, ptr(grad_input),
                       ptr(grad_weight), ptr(grad_bias), static_cast<double*>(scratch.data_ptr()),
                       device, current_stream_handle(device));
@@ -89,6 +98,9 @@ static const native::RegisterKernel reg_batch_norm_takes(native::batch_norm_take
                                                          &batch_norm_takes_kernel);
 static const native::RegisterKernel reg_batch_norm(native::batch_norm_stub, kCUDA,
                                                    &batch_norm_kernel);
+static const native::RegisterKernel reg_batch_norm_fuses_relu(native::batch_norm_fuses_relu_stub,
+                                                              kCUDA,
+                                                              &batch_norm_fuses_relu_kernel);
 static const native::RegisterKernel reg_batch_norm_backward(native::batch_norm_backward_stub, kCUDA,
                                                             &batch_norm_backward_kernel);
 

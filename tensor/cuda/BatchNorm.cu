@@ -20,6 +20,14 @@
 // (no 64-bit division) when every index fits in 31 bits.
 // The coefficient formulas are the CPU's (tensor/cpu/Normalization.cpp).
 //
+// Fused as on the CPU (BatchNormShape::relu, ::residual): the forward's
+// elementwise pass adds the residual (to the batch-norm value rounded to T,
+// as the separate add would see it) and applies the ReLU before it writes;
+// the backward's two passes read the fused output y and take dy where
+// y > 0, else 0, as ReLU's backward would have masked it.  The results are
+// those of the separate ops, with one pass over the activations fewer each
+// way (two with the residual).
+//
 // float16 and bfloat16 activations are read and written as they are, with
 // float32 parameters and statistics beside them (P = ParamOf<T>): each value
 // is widened in a register and the arithmetic is the float32 kernels', so
@@ -176,23 +184,37 @@ struct ChannelOf {
   }
 };
 
-// y (N, C, S) = x * a[c] + shift[c], in P.
+// y (N, C, S) = x * a[c] + shift[c], in P; then, when fused, + r (the
+// residual, with the batch-norm value rounded to T first, as the separate
+// add reads it) and max(., 0) (NaN stays NaN, as ReLU's).
 template <typename T, bool kFast, typename P = ParamOf<T>>
-__global__ void bn_apply(const T* __restrict__ x, T* __restrict__ y, const double* coef,
-                         ChannelOf ch, int64_t total) {
+__global__ void bn_apply(const T* __restrict__ x, const T* __restrict__ r, bool relu,
+                         T* __restrict__ y, const double* coef, ChannelOf ch, int64_t total) {
   LOOM_CUDA_GRID_STRIDE(j, total) {
     const int64_t c = ch.template at<kFast>(j);
-    y[j] = static_cast<T>(static_cast<P>(x[j]) * static_cast<P>(coef[c]) +
-                          static_cast<P>(coef[ch.C + c]));
+    P v = static_cast<P>(x[j]) * static_cast<P>(coef[c]) + static_cast<P>(coef[ch.C + c]);
+    if (r != nullptr) v = static_cast<P>(static_cast<T>(v)) + static_cast<P>(r[j]);
+    if (relu && v < P(0)) v = P(0);
+    y[j] = static_cast<T>(v);
   }
+}
+
+// dy through a fused ReLU's mask: dy where the fused output y is > 0, else
+// 0 (a NaN output masks like a zero, as ReLU's backward); dy itself without
+// a fused ReLU (y null).
+template <typename T, typename P>
+__device__ __forceinline__ P masked_grad(const T* __restrict__ dy, const T* __restrict__ y,
+                                         int64_t off) {
+  if (y != nullptr && !(static_cast<P>(y[off]) > P(0))) return P(0);
+  return static_cast<P>(dy[off]);
 }
 
 // Block (tile, c): partial[0][c][tile] = sum dy, partial[1][c][tile] =
 // sum dy (x - mean).
 template <typename T, typename P = ParamOf<T>>
-__global__ void bn_backward_partial(const T* __restrict__ dy, const T* __restrict__ x,
-                                    BatchNormShape s, BatchNormPlan p, const P* mean,
-                                    double* partial) {
+__global__ void bn_backward_partial(const T* __restrict__ dy, const T* __restrict__ y,
+                                    const T* __restrict__ x, BatchNormShape s, BatchNormPlan p,
+                                    const P* mean, double* partial) {
   __shared__ double sh[2 * kWarps];
   const int64_t splits = p.splits(), C = s.channels;
   const BatchNormTile tile = batch_norm_tile(p, s, blockIdx.x);
@@ -200,7 +222,7 @@ __global__ void bn_backward_partial(const T* __restrict__ dy, const T* __restric
     const P m = mean[c];
     double sum_dy = 0, sum_dy_xmu = 0;
     walk_tile(tile, s, c, [&](int64_t off) {
-      const double g = static_cast<double>(static_cast<P>(dy[off]));
+      const double g = static_cast<double>(masked_grad<T, P>(dy, y, off));
       sum_dy += g;
       sum_dy_xmu += g * static_cast<double>(static_cast<P>(x[off]) - m);
     });
@@ -245,12 +267,13 @@ __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const doubl
 // first, as PyTorch's and the CPU's: b * x and b * mean are each far larger
 // than dx where a channel's mean dwarfs its spread.
 template <typename T, bool kFast, typename P = ParamOf<T>>
-__global__ void bn_backward_apply(const T* __restrict__ dy, const T* __restrict__ x,
-                                  const P* __restrict__ mean, T* __restrict__ dx,
-                                  const double* coef, ChannelOf ch, int64_t total) {
+__global__ void bn_backward_apply(const T* __restrict__ dy, const T* __restrict__ y,
+                                  const T* __restrict__ x, const P* __restrict__ mean,
+                                  T* __restrict__ dx, const double* coef, ChannelOf ch,
+                                  int64_t total) {
   LOOM_CUDA_GRID_STRIDE(j, total) {
     const int64_t c = ch.template at<kFast>(j);
-    dx[j] = static_cast<T>(static_cast<P>(coef[c]) * static_cast<P>(dy[j]) +
+    dx[j] = static_cast<T>(static_cast<P>(coef[c]) * masked_grad<T, P>(dy, y, j) +
                            static_cast<P>(coef[ch.C + c]) * (static_cast<P>(x[j]) - mean[c]) +
                            static_cast<P>(coef[2 * ch.C + c]));
   }
@@ -272,10 +295,10 @@ dim3 partial_grid(const BatchNormPlan& p, int64_t C) {
 }
 
 template <typename T>
-void forward(const BatchNormShape& s, const void* x, const void* weight, const void* bias,
-             void* running_mean, void* running_var, bool training, double momentum, double eps,
-             void* y, void* save_mean, void* save_invstd, double* scratch, int device,
-             cudaStream_t stream) {
+void forward(const BatchNormShape& s, const void* x, const void* residual, const void* weight,
+             const void* bias, void* running_mean, void* running_var, bool training,
+             double momentum, double eps, void* y, void* save_mean, void* save_invstd,
+             double* scratch, int device, cudaStream_t stream) {
   using P = ParamOf<T>;
   const int64_t C = s.channels, S = s.spatial, total = s.batch * C * S;
   if (C == 0) return;
@@ -300,17 +323,19 @@ void forward(const BatchNormShape& s, const void* x, const void* weight, const v
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (total == 0) return;
   const ChannelOf ch = channel_of(s);
+  const T* r = s.residual ? static_cast<const T*>(residual) : nullptr;
   if (fits_int_divider(total))
     bn_apply<T, true><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-        xt, static_cast<T*>(y), scratch, ch, total);
+        xt, r, s.relu, static_cast<T*>(y), scratch, ch, total);
   else
     bn_apply<T, false><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-        xt, static_cast<T*>(y), scratch, ch, total);
+        xt, r, s.relu, static_cast<T*>(y), scratch, ch, total);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
-void backward(const BatchNormShape& s, const void* grad_out, const void* x, const void* mean,
+void backward(const BatchNormShape& s, const void* grad_out, const void* relu_out,
+              const void* x, const void* mean,
               const void* invstd, const void* weight, bool training, void* grad_input,
               void* grad_weight, void* grad_bias, double* scratch, int device,
               cudaStream_t stream) {
@@ -318,12 +343,13 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* x, cons
   const int64_t C = s.channels, S = s.spatial, total = s.batch * C * S;
   if (C == 0) return;
   const T* dy = static_cast<const T*>(grad_out);
+  const T* yt = s.relu ? static_cast<const T*>(relu_out) : nullptr;
   const T* xt = static_cast<const T*>(x);
   const BatchNormPlan p = plan_batch_norm(s, multiprocessors(device));
   double* partial = scratch + 3 * C;
   const dim3 block(p.threads_x, p.threads_y);
   bn_backward_partial<T><<<partial_grid(p, C), block, 0, stream>>>(
-      dy, xt, s, p, static_cast<const P*>(mean), partial);
+      dy, yt, xt, s, p, static_cast<const P*>(mean), partial);
   LOOM_CUDA_CHECK(cudaGetLastError());
   bn_backward_finish<P><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
       s, p.splits(), partial, static_cast<const P*>(mean), static_cast<const P*>(invstd),
@@ -335,10 +361,10 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* x, cons
   T* dx = static_cast<T*>(grad_input);
   if (fits_int_divider(total))
     bn_backward_apply<T, true><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-        dy, xt, static_cast<const P*>(mean), dx, scratch, ch, total);
+        dy, yt, xt, static_cast<const P*>(mean), dx, scratch, ch, total);
   else
     bn_backward_apply<T, false><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-        dy, xt, static_cast<const P*>(mean), dx, scratch, ch, total);
+        dy, yt, xt, static_cast<const P*>(mean), dx, scratch, ch, total);
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -361,7 +387,8 @@ int64_t batch_norm_scratch_doubles(const native::BatchNormShape& s, bool backwar
 }
 
 void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void* x,
-                        const void* weight, const void* bias, void* running_mean,
+                        const void* residual, const void* weight, const void* bias,
+                        void* running_mean,
                         void* running_var, bool training, double momentum, double eps, void* y,
                         void* save_mean, void* save_invstd, double* scratch, int device,
                         uint64_t stream) {
@@ -369,21 +396,22 @@ void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   dispatch_activation(dtype, "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    forward<T>(s, x, weight, bias, running_mean, running_var, training, momentum, eps, y,
-               save_mean, save_invstd, scratch, device, st);
+    forward<T>(s, x, residual, weight, bias, running_mean, running_var, training, momentum, eps,
+               y, save_mean, save_invstd, scratch, device, st);
   });
 }
 
 void batch_norm_backward(DType dtype, const native::BatchNormShape& s, const void* grad_out,
-                         const void* x, const void* mean, const void* invstd, const void* weight,
+                         const void* relu_out, const void* x, const void* mean,
+                         const void* invstd, const void* weight,
                          bool training, void* grad_input, void* grad_weight, void* grad_bias,
                          double* scratch, int device, uint64_t stream) {
   DeviceGuard guard(device);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   dispatch_activation(dtype, "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    backward<T>(s, grad_out, x, mean, invstd, weight, training, grad_input, grad_weight,
-                grad_bias, scratch, device, st);
+    backward<T>(s, grad_out, relu_out, x, mean, invstd, weight, training, grad_input,
+                grad_weight, grad_bias, scratch, device, st);
   });
 }
 

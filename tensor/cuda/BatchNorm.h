@@ -27,16 +27,21 @@ int64_t batch_norm_scratch_doubles(const native::BatchNormShape& s, bool backwar
 // save_invstd = 1 / sqrt(var + eps); when running_mean/var are non-null they
 // become (1 - momentum) * running + momentum * batch (variance unbiased by
 // count / (count - 1)).  Otherwise the running statistics (required) are used
-// and saved.  Then y = (x - mean) * invstd * weight + bias.
+// and saved.  Then y = (x - mean) * invstd * weight + bias, plus residual
+// (laid out as x, of its dtype) with s.residual, and max(that, 0) with s.relu.
 void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void* x,
-                        const void* weight, const void* bias, void* running_mean,
+                        const void* residual, const void* weight, const void* bias,
+                        void* running_mean,
                         void* running_var, bool training, double momentum, double eps, void* y,
                         void* save_mean, void* save_invstd, double* scratch, int device,
                         uint64_t stream);
 
 // Gradients with the statistics of the forward; null outputs are skipped.
+// With s.relu, grad_out goes through the mask of the fused forward's output
+// relu_out (laid out as x): dy where relu_out > 0, else 0.
 void batch_norm_backward(DType dtype, const native::BatchNormShape& s, const void* grad_out,
-                         const void* x, const void* mean, const void* invstd, const void* weight,
+                         const void* relu_out, const void* x, const void* mean,
+                         const void* invstd, const void* weight,
                          bool training, void* grad_input, void* grad_weight, void* grad_bias,
                          double* scratch, int device, uint64_t stream);
 
