@@ -1,8 +1,13 @@
 #include "optim/GradScaler.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "autograd/GradMode.h"
 #include "autograd/functions/Functions.h"
 #include "tensor/Factory.h"
+#include "tensor/native/AmpUnscale.h"
 
 namespace loom {
 namespace amp {
@@ -62,31 +67,28 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   autograd::NoGradGuard no_grad;
   // 1 / scale in double, then float32, as PyTorch.
   const Tensor inv_scale = rdiv(scale_.to(kFloat64), 1.0).to(kFloat32);
-  std::map<Device, Tensor> inv_on;
+  // The gradients by device, in first-seen order: one fused check-and-unscale
+  // pass each (PyTorch's _amp_foreach_non_finite_check_and_unscale_), its
+  // inf/NaN flag kept on the device until step() reads it.
+  std::vector<std::pair<Device, std::vector<Tensor>>> by_device;
   for (const optim::ParamGroup& group : optimizer.param_groups()) {
     for (const Tensor& p : group.params) {
-      Tensor g = p.grad();
+      const Tensor g = p.grad();
       if (!g.defined()) continue;
       LOOM_CHECK(g.dtype() != kFloat16,
                  "GradScaler.unscale_: attempting to unscale float16 gradients (of ",
                  p.describe(), "); keep float32 master parameters (amp::initialize O2) or use "
                  "bfloat16");
-      const Device device = g.device();
-      auto inv = inv_on.find(device);
-      if (inv == inv_on.end()) inv = inv_on.emplace(device, inv_scale.to(device)).first;
-      // inf - inf and NaN - NaN are NaN, so the sum is non-zero exactly when
-      // some element is not finite; it stays on the device.  Checked before
-      // unscaling, as PyTorch's: with a scale below 1 a large finite gradient
-      // may overflow when multiplied, and PyTorch does not skip for that.
-      const Tensor bad = (g - g).sum().ne(0).to(kFloat32).reshape({1});
-      g.mul_(inv->second);
-      auto found = state.found_inf.find(device);
-      if (found == state.found_inf.end()) {
-        state.found_inf.emplace(device, bad);
-      } else {
-        found->second = maximum(found->second, bad);
-      }
+      auto it = std::find_if(by_device.begin(), by_device.end(),
+                             [&](const auto& entry) { return entry.first == g.device(); });
+      if (it == by_device.end()) it = by_device.insert(by_device.end(), {g.device(), {}});
+      it->second.push_back(g);
     }
+  }
+  for (const auto& [device, grads] : by_device) {
+    Tensor found = zeros({1}, TensorOptions(kFloat32).device(device));
+    native::amp_unscale_(grads, found, inv_scale.to(device));
+    state.found_inf[device] = found;
   }
   state.stage = Stage::kUnscaled;
 }

@@ -12,9 +12,11 @@
 // gpu; every case skips itself where no GPU is visible.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "tensor/CudaMemory.h"
+#include "tensor/native/AmpUnscale.h"
 #include "tensor/native/Binary.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/Normalization.h"
@@ -190,6 +192,35 @@ TEST_F(CudaHalf, ElementwiseOpsRunSixteenBitTensorsAsTheyAre) {
     EXPECT_LE(grown, 3 * big.numel() * 2 + (int64_t(2) << 20))
         << "peak grew by " << grown << " bytes for " << big.numel() << " 16-bit elements";
   }
+}
+
+// GradScaler's fused unscale (native::amp_unscale_) on the GPU: the CPU's
+// values bit for bit for every gradient dtype, 60 gradients (two launches of
+// up to 48), empty and large ones among them; the flag set only by the
+// launch whose gradient holds an inf, and never reset.
+TEST_F(CudaHalf, AmpUnscaleMatchesTheCpu) {
+  std::vector<Tensor> cpu, gpu;
+  const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16};
+  for (int k = 0; k < 60; ++k) {
+    const int64_t n = k == 7 ? 0 : k == 11 ? (int64_t(1) << 20) + 3 : 17 * k + 1;
+    const Tensor t = testing::half_sample(kFloat32, {n}, 40 + k).mul(1000).to(dtypes[k % 4]);
+    cpu.push_back(t);
+    gpu.push_back(t.to(kGpu));
+  }
+  const Tensor inv = full({1}, 1.0 / 3.0, TensorOptions(kFloat32));
+  Tensor found_cpu = zeros({1}), found_gpu = zeros({1}, TensorOptions().device(kGpu));
+  native::amp_unscale_(cpu, found_cpu, inv);
+  native::amp_unscale_(gpu, found_gpu, inv.to(kGpu));
+  for (int k = 0; k < 60; ++k)
+    EXPECT_TRUE(testing::SameValues(gpu[k].cpu(), cpu[k])) << "gradient " << k;
+  EXPECT_EQ(found_gpu.item<float>(), 0.0f);
+  // An inf in the second launch's list.
+  Tensor bad = gpu[55].narrow(0, 0, 1);
+  bad.fill_(std::numeric_limits<double>::infinity());
+  native::amp_unscale_(gpu, found_gpu, inv.to(kGpu));
+  EXPECT_EQ(found_gpu.item<float>(), 1.0f);
+  native::amp_unscale_({gpu[0]}, found_gpu, inv.to(kGpu));
+  EXPECT_EQ(found_gpu.item<float>(), 1.0f);
 }
 
 TEST_F(CudaHalf, ReductionsAccumulateInFloat32) {

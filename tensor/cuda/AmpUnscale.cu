@@ -1,0 +1,93 @@
+// native::amp_unscale_ on CUDA (AmpUnscale.h): a multi-tensor kernel, as
+// PyTorch's _amp_foreach_non_finite_check_and_unscale_.  blockIdx.y picks
+// the gradient, blockIdx.x and the threads stride over its elements; each
+// element is widened to float (double for double), checked, multiplied by
+// the scale's inverse read from device memory, and rounded back.  A block
+// that saw an inf or NaN writes 1 to found_inf (every writer writes the same
+// value, so the race is benign); nothing else touches it.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "tensor/CudaRuntime.h"
+#include "tensor/Half.h"
+#include "tensor/cuda/AmpUnscale.h"
+#include "tensor/cuda/Check.h"
+#include "tensor/cuda/Launch.cuh"
+
+namespace loom {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxListTensors = 48;
+
+struct UnscaleList {
+  int count;
+  void* grads[kMaxListTensors];
+  int64_t numels[kMaxListTensors];
+};
+
+template <typename T>
+using OpMath = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+
+template <typename T>
+__global__ void unscale_kernel(UnscaleList list, float* found_inf, const float* inv_scale) {
+  const int k = blockIdx.y;
+  if (k >= list.count) return;
+  using O = OpMath<T>;
+  T* g = static_cast<T*>(list.grads[k]);
+  const int64_t n = list.numels[k];
+  const float inv = *inv_scale;
+  bool bad = false;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const O v = static_cast<O>(g[i]);
+    bad = bad || !isfinite(v);
+    if (inv != 1.0f) g[i] = static_cast<T>(v * static_cast<O>(inv));
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1.0f;
+}
+
+dim3 grid_for(const UnscaleList& list) {
+  int64_t most = 0;
+  for (int k = 0; k < list.count; ++k) most = std::max(most, list.numels[k]);
+  const int64_t x =
+      std::max<int64_t>(1, std::min<int64_t>((most + kThreads - 1) / kThreads, 4096));
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(list.count));
+}
+
+template <typename T>
+void launch(int count, void* const* grads, const int64_t* numels, float* found_inf,
+            const float* inv_scale, cudaStream_t stream) {
+  for (int start = 0; start < count; start += kMaxListTensors) {
+    UnscaleList list{};
+    list.count = std::min(kMaxListTensors, count - start);
+    for (int j = 0; j < list.count; ++j) {
+      list.grads[j] = grads[start + j];
+      list.numels[j] = numels[start + j];
+    }
+    unscale_kernel<T><<<grid_for(list), kThreads, 0, stream>>>(list, found_inf, inv_scale);
+    LOOM_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+void amp_unscale(DType dtype, int count, void* const* grads, const int64_t* numels,
+                 float* found_inf, const float* inv_scale, int device, uint64_t stream) {
+  if (count == 0) return;
+  DeviceGuard guard(device);
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case kFloat32: return launch<float>(count, grads, numels, found_inf, inv_scale, s);
+    case kFloat64: return launch<double>(count, grads, numels, found_inf, inv_scale, s);
+    case kFloat16: return launch<Half>(count, grads, numels, found_inf, inv_scale, s);
+    case kBFloat16: return launch<BFloat16>(count, grads, numels, found_inf, inv_scale, s);
+    default: LOOM_FAIL("amp_unscale_: no CUDA kernel for ", dtype_name(dtype), " gradients");
+  }
+}
+
+}  // namespace cuda
+}  // namespace loom
