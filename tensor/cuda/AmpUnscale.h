@@ -2,8 +2,8 @@
 // raw pointers: `count` contiguous gradients of one dtype on `device`, each
 // of numels[k] elements, checked for inf/NaN (found_inf, one float on the
 // device, set to 1 when one is) and multiplied by *inv_scale (one float on
-// the device) in place.  Up to 48 gradients a launch (their pointers in the
-// kernel's arguments); queued on `stream`, returns without waiting.
+// the device) in place.  Up to 48 gradients and 320 blocks of 64K elements
+// a launch (the lists in the kernel's arguments); queued on `stream`, returns without waiting.
 #pragma once
 
 #include <cstdint>

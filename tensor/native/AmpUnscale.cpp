@@ -40,7 +40,9 @@ void amp_unscale_(const std::vector<Tensor>& grads, const Tensor& found_inf,
   std::vector<Tensor> dense;
   std::vector<size_t> copied;  // indices whose kernel operand is a contiguous copy
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i].is_contiguous()) {
+    // Elementwise, so any dense layout runs as it is (numel elements from
+    // data_ptr): contiguous or channels last (a convolution's weight gradient).
+    if (grads[i].is_contiguous() || grads[i].is_contiguous(MemoryFormat::kChannelsLast)) {
       dense.push_back(grads[i]);
     } else {
       dense.push_back(contiguous(grads[i]));

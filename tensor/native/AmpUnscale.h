@@ -20,13 +20,14 @@ namespace native {
 // grads: floating tensors (float32, float64, float16, bfloat16) on one
 // device; found_inf and inv_scale: float32 tensors of one element on that
 // device.  Throws loom::Error, before touching anything, for anything else.
-// A non-contiguous gradient is unscaled through a contiguous copy.  Bumps
-// each gradient's version.
+// A gradient that is neither contiguous nor channels last is unscaled
+// through a contiguous copy.  Bumps each gradient's version.
 void amp_unscale_(const std::vector<Tensor>& grads, const Tensor& found_inf,
                   const Tensor& inv_scale);
 
 // ---- kernels (one slot per device type) -----------------------------------------
-// Checked contiguous gradients of one device (any of the four dtypes, mixed).
+// Checked dense gradients of one device (any of the four dtypes, mixed),
+// each numel() elements from data_ptr() in some order.
 using AmpUnscaleKernel = void (*)(const std::vector<Tensor>& grads, const Tensor& found_inf,
                                   const Tensor& inv_scale);
 extern DispatchStub<AmpUnscaleKernel> amp_unscale_stub;

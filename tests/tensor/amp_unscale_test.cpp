@@ -75,8 +75,12 @@ TEST(AmpUnscale, MixedDTypesAndNonContiguousGradients) {
   Tensor at = a.t();  // a non-contiguous view: unscaled through a copy, then written back
   Tensor b = arange(0, 5, 1, kFloat64);
   Tensor c = arange(0, 6, 1, kFloat32).to(kBFloat16);
+  // Channels last (a convolution's weight gradient): dense, so as it is.
+  Tensor cl = arange(0, 24, 1, kFloat32).view({1, 2, 3, 4}).contiguous(MemoryFormat::kChannelsLast);
   Tensor found = flag();
-  native::amp_unscale_({at, b, c, Tensor(zeros({0}))}, found, scalar32(0.25));
+  native::amp_unscale_({at, b, c, Tensor(zeros({0})), cl}, found, scalar32(0.25));
+  EXPECT_TRUE(AllClose(cl, arange(0, 24, 1, kFloat32).view({1, 2, 3, 4}) * 0.25, 0, 0));
+  EXPECT_TRUE(cl.is_contiguous(MemoryFormat::kChannelsLast));
   EXPECT_TRUE(AllClose(a, arange(0, 12, 1, kFloat32).view({3, 4}) * 0.25, 0, 0));
   EXPECT_TRUE(AllClose(b, arange(0, 5, 1, kFloat64) * 0.25, 0, 0));
   EXPECT_TRUE(AllClose(c, (arange(0, 6, 1, kFloat32) * 0.25).to(kBFloat16), 0, 0));

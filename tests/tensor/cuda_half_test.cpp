@@ -195,15 +195,18 @@ TEST_F(CudaHalf, ElementwiseOpsRunSixteenBitTensorsAsTheyAre) {
 }
 
 // GradScaler's fused unscale (native::amp_unscale_) on the GPU: the CPU's
-// values bit for bit for every gradient dtype, 60 gradients (two launches of
-// up to 48), empty and large ones among them; the flag set only by the
-// launch whose gradient holds an inf, and never reset.
+// values bit for bit for every gradient dtype.  52 float32 gradients (more
+// than a launch's 48), one of them 321 chunks of 64K elements (more than a
+// launch's 320 blocks, so it is split across launches), an empty one, then
+// the other dtypes; the flag set by an inf in a later launch's list, and
+// never reset.
 TEST_F(CudaHalf, AmpUnscaleMatchesTheCpu) {
   std::vector<Tensor> cpu, gpu;
-  const DType dtypes[] = {kFloat32, kFloat64, kBFloat16, kFloat16};
+  const DType dtypes[] = {kFloat64, kBFloat16, kFloat16};
   for (int k = 0; k < 60; ++k) {
-    const int64_t n = k == 7 ? 0 : k == 11 ? (int64_t(1) << 20) + 3 : 17 * k + 1;
-    const Tensor t = testing::half_sample(kFloat32, {n}, 40 + k).mul(1000).to(dtypes[k % 4]);
+    const int64_t n = k == 7 ? 0 : k == 11 ? 321 * 65536 + 5 : 17 * k + 1;
+    const DType d = k < 52 ? kFloat32 : dtypes[k % 3];
+    const Tensor t = testing::half_sample(kFloat32, {n}, 40 + k).mul(1000).to(d);
     cpu.push_back(t);
     gpu.push_back(t.to(kGpu));
   }
@@ -214,8 +217,9 @@ TEST_F(CudaHalf, AmpUnscaleMatchesTheCpu) {
   for (int k = 0; k < 60; ++k)
     EXPECT_TRUE(testing::SameValues(gpu[k].cpu(), cpu[k])) << "gradient " << k;
   EXPECT_EQ(found_gpu.item<float>(), 0.0f);
-  // An inf in the second launch's list.
-  Tensor bad = gpu[55].narrow(0, 0, 1);
+  // An inf in a later launch's list (float32 gradient 50, after the split
+  // gradient 11 and 48 others).
+  Tensor bad = gpu[50].narrow(0, 0, 1);
   bad.fill_(std::numeric_limits<double>::infinity());
   native::amp_unscale_(gpu, found_gpu, inv.to(kGpu));
   EXPECT_EQ(found_gpu.item<float>(), 1.0f);
