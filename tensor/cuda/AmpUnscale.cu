@@ -1,8 +1,8 @@
 // native::amp_unscale_ on CUDA (AmpUnscale.h): a multi-tensor kernel, as
 // PyTorch's _amp_foreach_non_finite_check_and_unscale_.  Each block takes
-// one 64K-element chunk of one gradient (the list says which); each
-// element is widened to float (double for double), checked, multiplied by
-// the scale's inverse read from device memory, and rounded back.  A block
+// one 64K-element chunk of one gradient (TensorChunks.cuh); each element is
+// widened to float (double for double), checked, multiplied by the scale's
+// inverse read from device memory, and rounded back.  A block
 // that saw an inf or NaN writes 1 to found_inf (every writer writes the same
 // value, so the race is benign); nothing else touches it.
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@
 #include "tensor/cuda/AmpUnscale.h"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Launch.cuh"
+#include "tensor/cuda/TensorChunks.cuh"
 
 namespace loom {
 namespace cuda {
@@ -22,18 +23,13 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxListTensors = 48;
-constexpr int kMaxListBlocks = 320;
-constexpr int64_t kChunk = 65536;  // elements a block covers
 
-// One launch: up to 48 gradients and 320 blocks, each block one chunk of one
-// gradient (PyTorch's multi_tensor_apply layout), so a list of one large and
-// many small gradients launches only the blocks it needs.  About 2.4 KB of
-// kernel arguments.
+// One launch's gradients and blocks (TensorChunks.cuh), ~2.4 KB of kernel
+// arguments.
 struct UnscaleList {
   void* grads[kMaxListTensors];
   int64_t numels[kMaxListTensors];
-  unsigned char block_tensor[kMaxListBlocks];  // the gradient of block b
-  int block_chunk[kMaxListBlocks];             // its chunk
+  ChunkMap map;
 };
 
 template <typename T>
@@ -42,13 +38,11 @@ using OpMath = typename std::conditional<std::is_same<T, double>::value, double,
 template <typename T>
 __global__ void unscale_kernel(UnscaleList list, float* found_inf, const float* inv_scale) {
   using O = OpMath<T>;
-  const int k = list.block_tensor[blockIdx.x];
-  T* g = static_cast<T*>(list.grads[k]);
-  const int64_t begin = static_cast<int64_t>(list.block_chunk[blockIdx.x]) * kChunk;
-  const int64_t end = begin + kChunk < list.numels[k] ? begin + kChunk : list.numels[k];
+  const BlockRange r = block_range(list.map, list.numels);
+  T* g = static_cast<T*>(list.grads[r.slot]);
   const float inv = *inv_scale;
   bool bad = false;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
     const O v = static_cast<O>(g[i]);
     bad = bad || !isfinite(v);
     if (inv != 1.0f) g[i] = static_cast<T>(v * static_cast<O>(inv));
@@ -60,35 +54,16 @@ template <typename T>
 void launch(int count, void* const* grads, const int64_t* numels, float* found_inf,
             const float* inv_scale, cudaStream_t stream) {
   UnscaleList list{};
-  int tensors = 0, blocks = 0;
-  const auto flush = [&] {
-    if (blocks > 0) {
-      unscale_kernel<T><<<blocks, kThreads, 0, stream>>>(list, found_inf, inv_scale);
-      LOOM_CUDA_CHECK(cudaGetLastError());
-    }
-    list = UnscaleList{};
-    tensors = 0;
-    blocks = 0;
-  };
-  for (int k = 0; k < count; ++k) {
-    const int64_t chunks = (numels[k] + kChunk - 1) / kChunk;
-    int slot = -1;  // gradient k's place in the current list
-    for (int64_t c = 0; c < chunks; ++c) {
-      if (blocks == kMaxListBlocks || (slot < 0 && tensors == kMaxListTensors)) {
-        flush();
-        slot = -1;
-      }
-      if (slot < 0) {
-        slot = tensors++;
+  for_each_chunk_list(
+      count, numels, kMaxListTensors, list.map,
+      [&](int slot, int k) {
         list.grads[slot] = grads[k];
         list.numels[slot] = numels[k];
-      }
-      list.block_tensor[blocks] = static_cast<unsigned char>(slot);
-      list.block_chunk[blocks] = static_cast<int>(c);
-      ++blocks;
-    }
-  }
-  flush();
+      },
+      [&](int blocks) {
+        unscale_kernel<T><<<blocks, kThreads, 0, stream>>>(list, found_inf, inv_scale);
+        LOOM_CUDA_CHECK(cudaGetLastError());
+      });
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // CUDA optimizer steps (see Optim.h): SGD (momentum, dampening, nesterov,
 // weight decay, maximize) and Adam/AdamW (amsgrad), multi-tensor.
 //
-// A launch takes up to kMaxListTensors parameters.  blockIdx.y picks the
-// parameter, blockIdx.x and the threads stride over its elements, so one
-// grid covers tensors of any sizes (blocks past a small tensor's end exit at
-// once).  The list is a kernel argument (under the 4 KiB argument limit:
-// 48 tensors x (5 pointers + numel + 2 doubles) = 3 KiB for Adam), so no
-// host-to-device copy and no synchronisation is needed.
+// A launch takes up to kMaxListTensors parameters and kMaxChunkBlocks
+// blocks, each block one 64K-element chunk of one parameter
+// (TensorChunks.cuh: PyTorch's multi_tensor_apply layout), so a list of one
+// large and many small parameters launches only the blocks it needs.  The
+// lists are kernel arguments (Adam's float64 list with its chunk map is
+// ~4.7 KB, within the 32 KB that CUDA >= 12.1 allows), so no host-to-device
+// copy and no synchronisation is needed.
 //
 // Each element runs tensor/cpu/Optim.cpp's statements in order with round-to-
 // nearest intrinsics (__fmul_rn, __dadd_rn, ...), which nvcc never fuses into
@@ -20,6 +21,7 @@
 #include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Optim.h"
+#include "tensor/cuda/TensorChunks.cuh"
 
 namespace loom {
 namespace cuda {
@@ -43,7 +45,7 @@ __device__ __forceinline__ double root(double a) { return __dsqrt_rn(a); }
 
 template <typename T>
 struct SgdList {
-  int count;
+  ChunkMap map;
   T* params[kMaxListTensors];
   const T* grads[kMaxListTensors];
   T* bufs[kMaxListTensors];
@@ -59,15 +61,13 @@ struct SgdArgs {
 
 template <typename T>
 __global__ void sgd_kernel(SgdList<T> list, SgdArgs<T> a) {
-  const int k = blockIdx.y;
-  if (k >= list.count) return;
+  const BlockRange r = block_range(list.map, list.numels);
+  const int k = r.slot;
   T* w = list.params[k];
   const T* g = list.grads[k];
   T* m = list.bufs[k];
   const bool first = list.first[k];
-  const int64_t n = list.numels[k];
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
     T d = a.maximize ? -g[i] : g[i];
     if (a.use_wd) d = add(d, mul(a.wd, w[i]));
     if (a.use_mom) {
@@ -85,7 +85,7 @@ __global__ void sgd_kernel(SgdList<T> list, SgdArgs<T> a) {
 
 template <typename T>
 struct AdamList {
-  int count;
+  ChunkMap map;
   T* params[kMaxListTensors];
   const T* grads[kMaxListTensors];
   T* exp_avgs[kMaxListTensors];
@@ -104,17 +104,15 @@ struct AdamArgs {
 
 template <typename T>
 __global__ void adam_kernel(AdamList<T> list, AdamArgs<T> a) {
-  const int k = blockIdx.y;
-  if (k >= list.count) return;
+  const BlockRange r = block_range(list.map, list.numels);
+  const int k = r.slot;
   T* w = list.params[k];
   const T* g = list.grads[k];
   T* m = list.exp_avgs[k];
   T* v = list.exp_avg_sqs[k];
   T* vmax = list.max_exp_avg_sqs[k];
   const T neg_step = list.neg_step[k], bc2 = list.bc2[k];
-  const int64_t n = list.numels[k];
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
     T gi = a.maximize ? -g[i] : g[i];
     if (a.use_wd) {
       if (a.decoupled) w[i] = mul(w[i], a.decay);
@@ -134,14 +132,6 @@ __global__ void adam_kernel(AdamList<T> list, AdamArgs<T> a) {
   }
 }
 
-// Blocks along x for the largest of `count` tensors.
-dim3 grid_for(const int64_t* numels, int count) {
-  int64_t most = 0;
-  for (int k = 0; k < count; ++k) most = std::max(most, numels[k]);
-  const int64_t x = std::max<int64_t>(1, std::min<int64_t>((most + kThreads - 1) / kThreads, 4096));
-  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(count));
-}
-
 }  // namespace
 
 void sgd_step(DType dtype, int count, void* const* params, const void* const* grads,
@@ -155,20 +145,20 @@ void sgd_step(DType dtype, int count, void* const* params, const void* const* gr
                        static_cast<T>(c.momentum), static_cast<T>(c.one_minus_dampening),
                        c.use_weight_decay,         c.use_momentum,
                        c.nesterov,                 c.maximize};
-    for (int start = 0; start < count; start += kMaxListTensors) {
-      SgdList<T> list{};
-      list.count = std::min(kMaxListTensors, count - start);
-      for (int j = 0; j < list.count; ++j) {
-        list.params[j] = static_cast<T*>(params[start + j]);
-        list.grads[j] = static_cast<const T*>(grads[start + j]);
-        list.bufs[j] = bufs ? static_cast<T*>(bufs[start + j]) : nullptr;
-        list.first[j] = first ? first[start + j] : false;
-        list.numels[j] = numels[start + j];
-      }
-      sgd_kernel<T><<<grid_for(list.numels, list.count), kThreads, 0, as_stream(stream)>>>(list,
-                                                                                          a);
-      LOOM_CUDA_CHECK(cudaGetLastError());
-    }
+    SgdList<T> list{};
+    for_each_chunk_list(
+        count, numels, kMaxListTensors, list.map,
+        [&](int j, int k) {
+          list.params[j] = static_cast<T*>(params[k]);
+          list.grads[j] = static_cast<const T*>(grads[k]);
+          list.bufs[j] = bufs ? static_cast<T*>(bufs[k]) : nullptr;
+          list.first[j] = first ? first[k] : false;
+          list.numels[j] = numels[k];
+        },
+        [&](int blocks) {
+          sgd_kernel<T><<<blocks, kThreads, 0, as_stream(stream)>>>(list, a);
+          LOOM_CUDA_CHECK(cudaGetLastError());
+        });
   });
 }
 
@@ -185,24 +175,23 @@ void adam_step(DType dtype, int count, void* const* params, const void* const* g
                         static_cast<T>(c.weight_decay),    static_cast<T>(c.decay),
                         static_cast<T>(c.eps),             c.use_weight_decay,
                         c.decoupled,                       c.maximize};
-    for (int start = 0; start < count; start += kMaxListTensors) {
-      AdamList<T> list{};
-      list.count = std::min(kMaxListTensors, count - start);
-      for (int j = 0; j < list.count; ++j) {
-        const int k = start + j;
-        list.params[j] = static_cast<T*>(params[k]);
-        list.grads[j] = static_cast<const T*>(grads[k]);
-        list.exp_avgs[j] = static_cast<T*>(exp_avgs[k]);
-        list.exp_avg_sqs[j] = static_cast<T*>(exp_avg_sqs[k]);
-        list.max_exp_avg_sqs[j] = max_exp_avg_sqs ? static_cast<T*>(max_exp_avg_sqs[k]) : nullptr;
-        list.numels[j] = numels[k];
-        list.neg_step[j] = static_cast<T>(neg_step_size[k]);
-        list.bc2[j] = static_cast<T>(bias_correction2_sqrt[k]);
-      }
-      adam_kernel<T><<<grid_for(list.numels, list.count), kThreads, 0, as_stream(stream)>>>(list,
-                                                                                           a);
-      LOOM_CUDA_CHECK(cudaGetLastError());
-    }
+    AdamList<T> list{};
+    for_each_chunk_list(
+        count, numels, kMaxListTensors, list.map,
+        [&](int j, int k) {
+          list.params[j] = static_cast<T*>(params[k]);
+          list.grads[j] = static_cast<const T*>(grads[k]);
+          list.exp_avgs[j] = static_cast<T*>(exp_avgs[k]);
+          list.exp_avg_sqs[j] = static_cast<T*>(exp_avg_sqs[k]);
+          list.max_exp_avg_sqs[j] = max_exp_avg_sqs ? static_cast<T*>(max_exp_avg_sqs[k]) : nullptr;
+          list.numels[j] = numels[k];
+          list.neg_step[j] = static_cast<T>(neg_step_size[k]);
+          list.bc2[j] = static_cast<T>(bias_correction2_sqrt[k]);
+        },
+        [&](int blocks) {
+          adam_kernel<T><<<blocks, kThreads, 0, as_stream(stream)>>>(list, a);
+          LOOM_CUDA_CHECK(cudaGetLastError());
+        });
   });
 }
 

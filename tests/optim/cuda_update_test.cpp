@@ -105,6 +105,48 @@ TEST_F(CudaUpdate, AdamStepsAreBitEqual) {
             }
 }
 
+// Many parameters in one call: one of 321 chunks of 64K elements (more than
+// a launch's 320 blocks, so it continues in the next launch), then more
+// than the next launch's 48 parameters (three launches), empty ones among
+// them; SGD and Adam bit-equal to the CPU.
+TEST_F(CudaUpdate, ManyParametersAcrossLaunchesAreBitEqual) {
+  std::vector<IntList> shapes;
+  for (int k = 0; k < 70; ++k)
+    shapes.push_back(k == 5 ? IntList{321 * 65536 + 5} : k % 17 == 3 ? IntList{0} : IntList{7 * k + 1});
+  native::SGDHyper sh;
+  sh.lr = 0.1;
+  sh.momentum = 0.9;
+  sh.weight_decay = 0.01;
+  native::AdamHyper ah;
+  ah.lr = 1e-2;
+  ah.beta1 = 0.9;
+  ah.beta2 = 0.999;
+  ah.eps = 1e-8;
+  ah.amsgrad = true;
+  std::vector<native::SGDParam> sgd_cpu, sgd_gpu;
+  std::vector<native::AdamParam> adam_cpu, adam_gpu;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const IntList& shape = shapes[k];
+    const Tensor p = sample(kFloat32, shape, 100 + k), g = sample(kFloat32, shape, 200 + k);
+    sgd_cpu.push_back({p.clone(), g, zeros(shape), true});
+    sgd_gpu.push_back({p.to(kGpu), g.to(kGpu), zeros(shape).to(kGpu), true});
+    adam_cpu.push_back({p.clone(), g, zeros(shape), zeros(shape), zeros(shape), 1});
+    adam_gpu.push_back({p.to(kGpu), g.to(kGpu), zeros(shape).to(kGpu), zeros(shape).to(kGpu),
+                        zeros(shape).to(kGpu), 1});
+  }
+  ah.step = 1;
+  native::sgd_update_many(sgd_cpu, sh);
+  native::sgd_update_many(sgd_gpu, sh);
+  native::adam_update_many(adam_cpu, ah);
+  native::adam_update_many(adam_gpu, ah);
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    ASSERT_TRUE(BitEqual(sgd_gpu[k].param.cpu(), sgd_cpu[k].param)) << "SGD parameter " << k;
+    ASSERT_TRUE(BitEqual(sgd_gpu[k].momentum_buffer.cpu(), sgd_cpu[k].momentum_buffer)) << k;
+    ASSERT_TRUE(BitEqual(adam_gpu[k].param.cpu(), adam_cpu[k].param)) << "Adam parameter " << k;
+    ASSERT_TRUE(BitEqual(adam_gpu[k].exp_avg_sq.cpu(), adam_cpu[k].exp_avg_sq)) << k;
+  }
+}
+
 TEST_F(CudaUpdate, GradientsAreConvertedAndMadeContiguous) {
   native::SGDHyper h;
   h.lr = 0.5;
