@@ -28,7 +28,9 @@ struct ForwardF {
 template <typename Op, typename S>
 struct Forward16F {
   Op op;
-  __device__ S operator()(S x) const { return S(op.template forward<float>(static_cast<float>(x))); }
+  __device__ S operator()(S x) const {
+    return S(op.template forward<float>(static_cast<float>(x)));
+  }
 };
 
 template <typename T>

@@ -111,8 +111,10 @@ TEST_F(CudaUpdate, AdamStepsAreBitEqual) {
 // them; SGD and Adam bit-equal to the CPU.
 TEST_F(CudaUpdate, ManyParametersAcrossLaunchesAreBitEqual) {
   std::vector<IntList> shapes;
-  for (int k = 0; k < 70; ++k)
-    shapes.push_back(k == 5 ? IntList{321 * 65536 + 5} : k % 17 == 3 ? IntList{0} : IntList{7 * k + 1});
+  for (int k = 0; k < 70; ++k) {
+    const int64_t n = k == 5 ? 321 * 65536 + 5 : k % 17 == 3 ? 0 : 7 * k + 1;
+    shapes.push_back(IntList{n});
+  }
   native::SGDHyper sh;
   sh.lr = 0.1;
   sh.momentum = 0.9;

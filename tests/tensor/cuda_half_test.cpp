@@ -150,7 +150,8 @@ TEST_F(CudaHalf, ElementwiseOpsRunSixteenBitTensorsAsTheyAre) {
     EXPECT_TRUE(native::elementwise_takes(kGpu, d));
     const Tensor x = half_sample(d, {33, 40}, 31, kGpu), y = half_sample(d, {40}, 32, kGpu);
     const Tensor f32 = half_sample(kFloat32, {33, 40}, 33, kGpu);
-    const Tensor zero_dim = full({}, 0.3, TensorOptions(kFloat32).device(kGpu));  // not 16-bit exact
+    // A 0-dim float32 device tensor whose value is not 16-bit exact.
+    const Tensor zero_dim = full({}, 0.3, TensorOptions(kFloat32).device(kGpu));
     const auto same = [&](const Tensor& got, const Tensor& from_float32) {
       EXPECT_EQ(got.dtype(), d);
       EXPECT_TRUE(testing::SameValues(got, from_float32.to(d)));

@@ -42,7 +42,8 @@ TEST(DispatchCoverage, EveryCpuKernelHasACudaKernel) {
     }
   }
   for (const std::string& op : cpu_only)
-    EXPECT_EQ(cpu_names.count(op), 1u) << op << " is listed as CPU-only but the CPU does not fill it";
+    EXPECT_EQ(cpu_names.count(op), 1u)
+        << op << " is listed as CPU-only but the CPU does not fill it";
   for (const auto& [slot, op] : cuda)
     EXPECT_EQ(cpu.count(slot), 1u) << op << " has a CUDA kernel but no CPU one";
 }
