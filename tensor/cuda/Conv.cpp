@@ -15,6 +15,8 @@
 #include "tensor/Factory.h"
 #include "tensor/ShapeUtil.h"
 #include "tensor/cuda/Conv.h"
+#include "tensor/native/Binary.h"
+#include "tensor/native/BinaryOps.h"
 #include "tensor/native/Convolution.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/Reduce.h"
@@ -85,10 +87,30 @@ void conv2d_forward_kernel(const native::ConvGeometry& g, const Tensor& input, c
   }
   check_limits(g);
   Workspaces ws(input.device());
+  // bfloat16's bias goes through loom's broadcast add (float32 inside, one
+  // rounding: what cuDNN's float32 compute type gives), not cudnnAddTensor,
+  // whose bfloat16 support cuDNN does not document.
+  const bool own_bias = bias.defined() && input.dtype() == kBFloat16;
   conv2d_forward(input.dtype(), g, input.data_ptr(), weight.data_ptr(),
-                 bias.defined() ? bias.data_ptr() : nullptr, out.data_ptr(), options_for(input),
-                 ws.fn());
+                 bias.defined() && !own_bias ? bias.data_ptr() : nullptr, out.data_ptr(),
+                 options_for(input), ws.fn());
+  if (own_bias)
+    native::binary_(native::binary_op<optable::Add>(),
+                    native::view(out, {g.batch, g.out_channels, g.out_h, g.out_w}),
+                    native::view(bias, {1, g.out_channels, 1, 1}));
 }
+
+namespace {
+
+// grad_output (N, O, OH * OW) summed over N and the pixels (float32
+// accumulation for 16-bit dtypes), into grad_bias.
+void bias_gradient(const native::ConvGeometry& g, const Tensor& grad_output,
+                   const Tensor& grad_bias) {
+  const Tensor go3 = native::view(grad_output, {g.batch, g.out_channels, g.out_h * g.out_w});
+  native::copy_(grad_bias, native::sum(go3, {0, 2}, false));
+}
+
+}  // namespace
 
 void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
                             const Tensor& weight, const Tensor& grad_output,
@@ -100,9 +122,8 @@ void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
     if (grad_bias.defined() && grad_bias.numel() > 0) {
       if (grad_output.numel() == 0) {
         native::fill_(grad_bias, 0);
-      } else {  // grad_output (N, O, OH * OW) summed over N and the pixels
-        const Tensor go3 = native::view(grad_output, {g.batch, g.out_channels, g.out_h * g.out_w});
-        native::copy_(grad_bias, native::sum(go3, {0, 2}, false));
+      } else {
+        bias_gradient(g, grad_output, grad_bias);
       }
     }
     return;
@@ -110,9 +131,12 @@ void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
   check_limits(g);
   Workspaces ws(input.device());
   auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
+  // bfloat16's bias gradient as its bias (see the forward): a float32 sum.
+  const bool own_bias = grad_bias.defined() && input.dtype() == kBFloat16;
   conv2d_backward(input.dtype(), g, input.data_ptr(), weight.data_ptr(), grad_output.data_ptr(),
-                  ptr(grad_input), ptr(grad_weight), ptr(grad_bias), options_for(input),
-                  ws.fn());
+                  ptr(grad_input), ptr(grad_weight), own_bias ? nullptr : ptr(grad_bias),
+                  options_for(input), ws.fn());
+  if (own_bias) bias_gradient(g, grad_output, grad_bias);
 }
 
 // float16 and bfloat16 convolutions run in cuDNN as they are (tensor cores,
