@@ -7,9 +7,11 @@
 // (ConvAlgoCache.h) and pass: cudnnFind*Algorithm (times every algorithm on
 // the device; it synchronises, once per shape) when cudnn_benchmark is on,
 // otherwise cudnnGet*Algorithm_v7 (heuristics, no GPU work).  Of the ranked
-// results the first that succeeded, that respects the TF32 switch and whose
-// workspace fits in half the free device memory is kept, with its math type
-// and workspace size.  TF32: float32 convolutions get CUDNN_TENSOR_OP_MATH
+// results, those that succeeded, respect the TF32 switch and whose
+// workspace fits in half the free device memory are tried in order at the
+// first call, and the first that runs is kept, with its math type and
+// workspace size (as PyTorch, a candidate cuDNN refuses to run gives way to
+// the next).  TF32: float32 convolutions get CUDNN_TENSOR_OP_MATH
 // (tensor cores, TF32 allowed) when cudnn_allow_tf32 is on, else
 // CUDNN_FMA_MATH (plain float32 FMA; CUDNN_DEFAULT_MATH would allow TF32 on
 // Ampere and later); float64 ignores the switch.
@@ -23,6 +25,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/Check.h"
@@ -167,13 +170,17 @@ ConvKey key_for(DType dtype, const native::ConvGeometry& g, ConvPass pass, const
   return make_conv_key(p);
 }
 
-// The first usable result of a ranked perf list (any of the three perf types).
+// The usable results of a ranked perf list (any of the three perf types), in
+// cuDNN's order: succeeded, respecting the TF32 switch, and with a workspace
+// that fits in half the free device memory.
 template <typename Perf>
-AlgoChoice pick(const Perf* perf, int count, const ConvDescriptors& d, const char* pass) {
+std::vector<AlgoChoice> usable(const Perf* perf, int count, const ConvDescriptors& d,
+                               const char* pass) {
   size_t free_bytes = 0, total_bytes = 0;
   LOOM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const size_t limit = std::max<size_t>(free_bytes / 2, size_t{64} << 20);
   const bool no_tensor_ops = d.base_math == CUDNN_FMA_MATH;
+  std::vector<AlgoChoice> out;
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (no_tensor_ops && (perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
@@ -184,11 +191,12 @@ AlgoChoice pick(const Perf* perf, int count, const ConvDescriptors& d, const cha
     c.algo = static_cast<int>(perf[i].algo);
     // Without TF32 keep FMA math (DEFAULT would permit TF32 on Ampere+).
     c.math = no_tensor_ops ? CUDNN_FMA_MATH : perf[i].mathType;
-    return c;
+    out.push_back(c);
   }
-  LOOM_FAIL("conv2d: cuDNN found no usable ", pass, " algorithm for this shape (", count,
-            " candidates; each failed, needs TF32 while it is disabled, or needs more than ",
-            limit, " bytes of workspace)");
+  LOOM_CHECK(!out.empty(), "conv2d: cuDNN found no usable ", pass, " algorithm for this shape (",
+             count, " candidates; each failed, needs TF32 while it is disabled, or needs more "
+             "than ", limit, " bytes of workspace)");
+  return out;
 }
 
 constexpr int kMaxAlgos = 16;
@@ -256,15 +264,27 @@ struct BackwardFilterPass {
   }
 };
 
-// The algorithm (and math type, workspace size) for one pass over this
-// shape: from the cache, else searched (benchmarked when o.benchmark, else
-// cuDNN's heuristics), set on the descriptor and cached.
-template <typename Pass>
-AlgoChoice choose_algo(cudnnHandle_t h, DType dtype, const native::ConvGeometry& g,
-                       const ConvDescriptors& d, const ConvOptions& o) {
+void* workspace_for(const AlgoChoice& c, const WorkspaceFn& workspace) {
+  return c.workspace > 0 ? workspace(c.workspace) : nullptr;
+}
+
+// Runs one pass over this shape: run(choice, workspace) makes the cuDNN call
+// and returns its status.  The algorithm (with its math type and workspace
+// size) comes from the cache; else the candidates are searched (benchmarked
+// when o.benchmark, else cuDNN's heuristics) and tried in cuDNN's order, as
+// PyTorch does: one that fails to run (NOT_SUPPORTED for this geometry, say)
+// gives way to the next, and the first that runs is cached.
+template <typename Pass, typename Run>
+void run_pass(cudnnHandle_t h, DType dtype, const native::ConvGeometry& g,
+              const ConvDescriptors& d, const ConvOptions& o, const WorkspaceFn& workspace,
+              const Run& run) {
   const ConvKey key = key_for(dtype, g, Pass::kPass, o);
   AlgoChoice c;
-  if (algo_cache().find(key, &c)) return c;
+  if (algo_cache().find(key, &c)) {
+    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+    LOOM_CUDA_CHECK(run(c, workspace_for(c, workspace)));
+    return;
+  }
   // Search under the math type the switches ask for: conv2d_backward shares
   // one descriptor between its passes, so the backward-data pass has left its
   // own choice on it (perhaps CUDNN_DEFAULT_MATH, under which cuDNN does not
@@ -273,11 +293,21 @@ AlgoChoice choose_algo(cudnnHandle_t h, DType dtype, const native::ConvGeometry&
   typename Pass::Perf perf[kMaxAlgos];
   int count = 0;
   LOOM_CUDA_CHECK(o.benchmark ? Pass::find(h, d, &count, perf) : Pass::get(h, d, &count, perf));
-  c = pick(perf, count, d, Pass::kName);
-  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-  LOOM_CUDA_CHECK(
-      Pass::workspace(h, d, static_cast<typename Pass::Algo>(c.algo), &c.workspace));
-  return algo_cache().insert(key, c);
+  const std::vector<AlgoChoice> candidates = usable(perf, count, d, Pass::kName);
+  cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
+  for (AlgoChoice candidate : candidates) {
+    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), candidate.math));
+    LOOM_CUDA_CHECK(Pass::workspace(h, d, static_cast<typename Pass::Algo>(candidate.algo),
+                                    &candidate.workspace));
+    last = run(candidate, workspace_for(candidate, workspace));
+    if (last == CUDNN_STATUS_SUCCESS) {
+      algo_cache().insert(key, candidate);
+      return;
+    }
+    (void)cudaGetLastError();  // a refused launch leaves nothing sticky behind
+  }
+  LOOM_FAIL("conv2d: every usable cuDNN ", Pass::kName, " algorithm failed to run for this "
+            "shape (", candidates.size(), " tried; the last: ", cudnnGetErrorString(last), ")");
 }
 
 // alpha = 1 and beta = 0 / 1 in the data type's precision (cuDNN reads
@@ -291,10 +321,6 @@ struct Scale {
   const void* zero() const { return is_double ? static_cast<const void*>(&d_zero) : &f_zero; }
 };
 
-void* workspace_for(const AlgoChoice& c, const WorkspaceFn& workspace) {
-  return c.workspace > 0 ? workspace(c.workspace) : nullptr;
-}
-
 }  // namespace
 
 void conv2d_forward(DType dtype, const native::ConvGeometry& g, const void* input,
@@ -305,14 +331,12 @@ void conv2d_forward(DType dtype, const native::ConvGeometry& g, const void* inpu
   LOOM_CUDA_CHECK(cudnnSetStream(h, reinterpret_cast<cudaStream_t>(o.stream)));
   ConvDescriptors d(dtype, g, o.allow_tf32);
   const Scale s(dtype);
-  const AlgoChoice c = choose_algo<ForwardPass>(h, dtype, g, d, o);
-  LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-  void* ws = workspace_for(c, workspace);
   // out (N, O, OH, OW) = conv(input (N, C, H, W), weight (O, C/groups, kh, kw))
-  LOOM_CUDA_CHECK(cudnnConvolutionForward(h, s.one(), d.x.get(), input, d.w.get(), weight,
-                                          d.conv.get(),
-                                          static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
-                                          c.workspace, s.zero(), d.y.get(), out));
+  run_pass<ForwardPass>(h, dtype, g, d, o, workspace, [&](const AlgoChoice& c, void* ws) {
+    return cudnnConvolutionForward(h, s.one(), d.x.get(), input, d.w.get(), weight, d.conv.get(),
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
+                                   c.workspace, s.zero(), d.y.get(), out);
+  });
   // out += bias (1, O, 1, 1), broadcast over N, OH, OW
   if (bias)
     LOOM_CUDA_CHECK(
@@ -329,24 +353,22 @@ void conv2d_backward(DType dtype, const native::ConvGeometry& g, const void* inp
   ConvDescriptors d(dtype, g, o.allow_tf32);
   const Scale s(dtype);
   if (grad_input) {
-    const AlgoChoice c = choose_algo<BackwardDataPass>(h, dtype, g, d, o);
-    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-    void* ws = workspace_for(c, workspace);
     // grad_input (N, C, H, W) from weight (O, C/groups, kh, kw) and grad_out (N, O, OH, OW)
-    LOOM_CUDA_CHECK(cudnnConvolutionBackwardData(
-        h, s.one(), d.w.get(), weight, d.y.get(), grad_out, d.conv.get(),
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, s.zero(),
-        d.x.get(), grad_input));
+    run_pass<BackwardDataPass>(h, dtype, g, d, o, workspace, [&](const AlgoChoice& c, void* ws) {
+      return cudnnConvolutionBackwardData(
+          h, s.one(), d.w.get(), weight, d.y.get(), grad_out, d.conv.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, s.zero(),
+          d.x.get(), grad_input);
+    });
   }
   if (grad_weight) {
-    const AlgoChoice c = choose_algo<BackwardFilterPass>(h, dtype, g, d, o);
-    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-    void* ws = workspace_for(c, workspace);
     // grad_weight (O, C/groups, kh, kw) from input (N, C, H, W) and grad_out (N, O, OH, OW)
-    LOOM_CUDA_CHECK(cudnnConvolutionBackwardFilter(
-        h, s.one(), d.x.get(), input, d.y.get(), grad_out, d.conv.get(),
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace, s.zero(),
-        d.w.get(), grad_weight));
+    run_pass<BackwardFilterPass>(h, dtype, g, d, o, workspace, [&](const AlgoChoice& c, void* ws) {
+      return cudnnConvolutionBackwardFilter(
+          h, s.one(), d.x.get(), input, d.y.get(), grad_out, d.conv.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace, s.zero(),
+          d.w.get(), grad_weight);
+    });
   }
   // grad_bias (1, O, 1, 1) = grad_out (N, O, OH, OW) summed over N, OH, OW
   if (grad_bias)
