@@ -50,20 +50,26 @@ void check_limits(const native::ConvGeometry& g) {
              ") has 2^31 or more elements, more than cuDNN takes; split the batch");
 }
 
-// Lends the launcher workspace; the tensors live as long as this object.
+// Lends the launcher its workspace: one block, replaced by a larger one when
+// a pass (or the next algorithm candidate) asks for more.  The old block
+// goes back to the caching allocator at once: it belongs to this stream,
+// so its reuse is ordered after the work already queued on it.
 class Workspaces {
  public:
   explicit Workspaces(Device device) : device_(device) {}
   WorkspaceFn fn() {
     return [this](size_t bytes) {
-      blocks_.push_back(empty({static_cast<int64_t>(bytes)}, TensorOptions(kUInt8).device(device_)));
-      return blocks_.back().data_ptr();
+      if (!block_.defined() || static_cast<size_t>(block_.numel()) < bytes) {
+        block_ = Tensor();  // freed before the larger one is asked for
+        block_ = empty({static_cast<int64_t>(bytes)}, TensorOptions(kUInt8).device(device_));
+      }
+      return block_.data_ptr();
     };
   }
 
  private:
   Device device_;
-  std::vector<Tensor> blocks_;  // (bytes) uint8 each
+  Tensor block_;  // uint8, at least the largest size asked for so far
 };
 
 bool empty_problem(const native::ConvGeometry& g) {

@@ -19,11 +19,13 @@
 // Descriptors are cheap and made per call (RAII, below); handles are one per
 // (device, thread) (HandlePool.h), bound to the caller's stream per call; the
 // workspace comes from the caller (the caching allocator).  The bias is added
-// with cudnnAddTensor and its gradient is cudnnConvolutionBackwardBias.
+// with cudnnAddTensor and its gradient is cudnnConvolutionBackwardBias when
+// the caller passes them (tensor/cuda/Conv.cpp does bfloat16's itself).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -272,19 +274,43 @@ void* workspace_for(const AlgoChoice& c, const WorkspaceFn& workspace) {
 // and returns its status.  The algorithm (with its math type and workspace
 // size) comes from the cache; else the candidates are searched (benchmarked
 // when o.benchmark, else cuDNN's heuristics) and tried in cuDNN's order, as
-// PyTorch does: one that fails to run (NOT_SUPPORTED for this geometry, say)
-// gives way to the next, and the first that runs is cached.
+// PyTorch does: one that cannot run (NOT_SUPPORTED for this geometry, a
+// workspace that does not fit now) gives way to the next, and the first that
+// runs is cached.  A cached choice that stops working is searched again.
+// An error CUDA keeps (a kernel that faulted earlier) is reported at once,
+// not blamed on the candidates.
 template <typename Pass, typename Run>
 void run_pass(cudnnHandle_t h, DType dtype, const native::ConvGeometry& g,
               const ConvDescriptors& d, const ConvOptions& o, const WorkspaceFn& workspace,
               const Run& run) {
+  // One attempt: the status of the call, or of the workspace query, or an
+  // error (out of memory for the workspace) as text in `why`.
+  std::string why;
+  const auto attempt = [&](AlgoChoice& c, bool query) -> cudnnStatus_t {
+    try {
+      LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
+      if (query) {
+        const cudnnStatus_t q =
+            Pass::workspace(h, d, static_cast<typename Pass::Algo>(c.algo), &c.workspace);
+        if (q != CUDNN_STATUS_SUCCESS) return q;
+      }
+      const cudnnStatus_t st = run(c, workspace_for(c, workspace));
+      if (st != CUDNN_STATUS_SUCCESS) {
+        const cudaError_t e = cudaGetLastError();  // clears what can be cleared
+        if (cudaPeekAtLastError() != cudaSuccess)
+          LOOM_FAIL("conv2d: a CUDA error from earlier work stops the ", Pass::kName, " pass: ",
+                    cudaGetErrorString(e), " (cuDNN said ", cudnnGetErrorString(st), ")");
+      }
+      return st;
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("out of memory") == std::string::npos) throw;
+      why = e.what();
+      return CUDNN_STATUS_ALLOC_FAILED;
+    }
+  };
   const ConvKey key = key_for(dtype, g, Pass::kPass, o);
   AlgoChoice c;
-  if (algo_cache().find(key, &c)) {
-    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), c.math));
-    LOOM_CUDA_CHECK(run(c, workspace_for(c, workspace)));
-    return;
-  }
+  if (algo_cache().find(key, &c) && attempt(c, false) == CUDNN_STATUS_SUCCESS) return;
   // Search under the math type the switches ask for: conv2d_backward shares
   // one descriptor between its passes, so the backward-data pass has left its
   // own choice on it (perhaps CUDNN_DEFAULT_MATH, under which cuDNN does not
@@ -296,18 +322,15 @@ void run_pass(cudnnHandle_t h, DType dtype, const native::ConvGeometry& g,
   const std::vector<AlgoChoice> candidates = usable(perf, count, d, Pass::kName);
   cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
   for (AlgoChoice candidate : candidates) {
-    LOOM_CUDA_CHECK(cudnnSetConvolutionMathType(d.conv.get(), candidate.math));
-    LOOM_CUDA_CHECK(Pass::workspace(h, d, static_cast<typename Pass::Algo>(candidate.algo),
-                                    &candidate.workspace));
-    last = run(candidate, workspace_for(candidate, workspace));
+    last = attempt(candidate, true);
     if (last == CUDNN_STATUS_SUCCESS) {
-      algo_cache().insert(key, candidate);
+      algo_cache().assign(key, candidate);
       return;
     }
-    (void)cudaGetLastError();  // a refused launch leaves nothing sticky behind
   }
   LOOM_FAIL("conv2d: every usable cuDNN ", Pass::kName, " algorithm failed to run for this "
-            "shape (", candidates.size(), " tried; the last: ", cudnnGetErrorString(last), ")");
+            "shape (", candidates.size(), " tried; the last: ", cudnnGetErrorString(last),
+            why.empty() ? "" : "; ", why, ")");
 }
 
 // alpha = 1 and beta = 0 / 1 in the data type's precision (cuDNN reads

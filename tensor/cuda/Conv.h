@@ -2,7 +2,8 @@
 // Plain C++ declarations; the implementation is in Conv.cu.
 //
 // Buffers are contiguous NCHW: input (N, C, H, W), weight (O, C / groups,
-// kh, kw), output (N, O, OH, OW), bias (O), of float32 or float64, with the
+// kh, kw), output (N, O, OH, OW), bias (O), of float32, float64, float16 or
+// bfloat16 (float32 accumulation for the 16-bit ones), with the
 // geometry of native::ConvGeometry (every size >= 1, each fitting in int).  Each
 // call queues its work on `stream` of `device` with this thread's cuDNN
 // handle and returns without waiting (except a first benchmarked shape: see
@@ -20,8 +21,10 @@ namespace loom {
 namespace cuda {
 
 // Returns a device buffer of at least `bytes` bytes on the device, valid
-// until the launcher returns (the caller allocates it from the caching
-// allocator on the same stream, so freeing it afterwards is stream-ordered).
+// until the launcher returns or asks again (the caller allocates it from the
+// caching allocator on the same stream, so freeing it afterwards, or on a
+// larger request, is stream-ordered); throws loom::Error when the device
+// is out of memory.
 using WorkspaceFn = std::function<void*(size_t bytes)>;
 
 // Per-call switches (cuda::cudnn_allow_tf32 / cudnn_benchmark at the call).

@@ -84,6 +84,12 @@ class ConvAlgoCache {
     std::lock_guard<std::mutex> lock(mu_);
     return map_.emplace(key, value).first->second;
   }
+  // Stores value for key, replacing what was there (a cached choice that
+  // stopped working, say its workspace no longer fits).
+  void assign(const ConvKey& key, const Value& value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_[key] = value;
+  }
   size_t size() const {
     std::lock_guard<std::mutex> lock(mu_);
     return map_.size();
