@@ -76,6 +76,12 @@ template <> constexpr DType dtype_of<BFloat16>() { return DType::kBFloat16; }
 // A value standing for a type, passed to dispatch lambdas.
 template <typename T> struct TypeTag { using type = T; };
 
+// The C++ type a value of T is computed in: float for float16 and bfloat16
+// (the compute_dtype of native/Copy.h, as a type), T itself otherwise.
+template <typename T>
+using compute_type_t =
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+
 // Throws for a dtype a kernel dispatcher does not cover: float16 and
 // bfloat16 reach kernels only through ops that compute them in float32.
 [[noreturn]] void unsupported_dtype(const char* what, DType dtype);
@@ -121,6 +127,17 @@ decltype(auto) dispatch_floating(DType dtype, const char* what, Fn&& fn) {
     default:
       LOOM_FAIL(what, ": expected a floating-point tensor (float32 or float64), got ",
                 dtype_name(dtype));
+  }
+}
+
+// As dispatch_floating, float16 (Half) and bfloat16 (BFloat16) included: for
+// kernels that take 16-bit floats as they are (computing in compute_type_t).
+template <typename Fn>
+decltype(auto) dispatch_all_floating(DType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat16: return fn(TypeTag<Half>{});
+    case DType::kBFloat16: return fn(TypeTag<BFloat16>{});
+    default: return dispatch_floating(dtype, what, std::forward<Fn>(fn));
   }
 }
 

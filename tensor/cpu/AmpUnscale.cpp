@@ -4,7 +4,7 @@
 #include <atomic>
 #include <cmath>
 
-#include "tensor/Half.h"
+#include "tensor/DType.h"
 #include "tensor/Parallel.h"
 #include "tensor/native/AmpUnscale.h"
 
@@ -12,13 +12,9 @@ namespace loom {
 namespace cpu {
 namespace {
 
-// The arithmetic type of a gradient dtype: float, double for double.
-template <typename T>
-using OpMath = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
 template <typename T>
 bool unscale(T* g, int64_t n, float inv) {
-  using O = OpMath<T>;
+  using O = compute_type_t<T>;  // float, double for double
   std::atomic<bool> bad{false};
   parallel_for(0, n, 1 << 15, [&](int64_t b, int64_t e) {
     bool local = false;
@@ -37,14 +33,10 @@ void amp_unscale_kernel(const std::vector<Tensor>& grads, const Tensor& found_in
   const float inv = *static_cast<const float*>(inv_scale.data_ptr());
   bool bad = false;
   for (const Tensor& t : grads) {
-    const int64_t n = t.numel();
-    switch (t.dtype()) {
-      case kFloat32: bad = unscale(static_cast<float*>(t.data_ptr()), n, inv) || bad; break;
-      case kFloat64: bad = unscale(static_cast<double*>(t.data_ptr()), n, inv) || bad; break;
-      case kFloat16: bad = unscale(static_cast<Half*>(t.data_ptr()), n, inv) || bad; break;
-      case kBFloat16: bad = unscale(static_cast<BFloat16*>(t.data_ptr()), n, inv) || bad; break;
-      default: LOOM_FAIL("amp_unscale_: no kernel for ", t.describe());
-    }
+    dispatch_all_floating(t.dtype(), "amp_unscale_", [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      bad = unscale(static_cast<T*>(t.data_ptr()), t.numel(), inv) || bad;
+    });
   }
   if (bad) *static_cast<float*>(found_inf.data_ptr()) = 1.0f;
 }

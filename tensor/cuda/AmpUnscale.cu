@@ -8,10 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "tensor/CudaRuntime.h"
-#include "tensor/Half.h"
+#include "tensor/DType.h"
 #include "tensor/cuda/AmpUnscale.h"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Launch.cuh"
@@ -33,11 +32,8 @@ struct UnscaleList {
 };
 
 template <typename T>
-using OpMath = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
-
-template <typename T>
 __global__ void unscale_kernel(UnscaleList list, float* found_inf, const float* inv_scale) {
-  using O = OpMath<T>;
+  using O = compute_type_t<T>;  // float, double for double
   const BlockRange r = block_range(list.map, list.numels);
   T* g = static_cast<T*>(list.grads[r.slot]);
   const float inv = *inv_scale;
@@ -73,13 +69,9 @@ void amp_unscale(DType dtype, int count, void* const* grads, const int64_t* nume
   if (count == 0) return;
   DeviceGuard guard(device);
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  switch (dtype) {
-    case kFloat32: return launch<float>(count, grads, numels, found_inf, inv_scale, s);
-    case kFloat64: return launch<double>(count, grads, numels, found_inf, inv_scale, s);
-    case kFloat16: return launch<Half>(count, grads, numels, found_inf, inv_scale, s);
-    case kBFloat16: return launch<BFloat16>(count, grads, numels, found_inf, inv_scale, s);
-    default: LOOM_FAIL("amp_unscale_: no CUDA kernel for ", dtype_name(dtype), " gradients");
-  }
+  dispatch_all_floating(dtype, "amp_unscale_", [&](auto tag) {
+    launch<typename decltype(tag)::type>(count, grads, numels, found_inf, inv_scale, s);
+  });
 }
 
 }  // namespace cuda

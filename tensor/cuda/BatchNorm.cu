@@ -55,8 +55,7 @@ using native::BatchNormShape;
 
 // The dtype of the parameters and statistics beside activations of T.
 template <typename T>
-using ParamOf =
-    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
+using ParamOf = compute_type_t<T>;
 
 constexpr int kThreads = kBatchNormThreads;
 constexpr int kWarps = kThreads / 32;
@@ -368,17 +367,6 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* relu_ou
   LOOM_CUDA_CHECK(cudaGetLastError());
 }
 
-// fn(TypeTag<T>) for the activation dtypes the kernels take: float32,
-// float64, float16, bfloat16.
-template <typename Fn>
-void dispatch_activation(DType dtype, const char* what, Fn&& fn) {
-  switch (dtype) {
-    case kFloat16: return fn(TypeTag<Half>{});
-    case kBFloat16: return fn(TypeTag<BFloat16>{});
-    default: return dispatch_floating(dtype, what, fn);
-  }
-}
-
 }  // namespace
 
 int64_t batch_norm_scratch_doubles(const native::BatchNormShape& s, bool backward, int device) {
@@ -394,7 +382,7 @@ void batch_norm_forward(DType dtype, const native::BatchNormShape& s, const void
                         uint64_t stream) {
   DeviceGuard guard(device);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  dispatch_activation(dtype, "batch_norm", [&](auto tag) {
+  dispatch_all_floating(dtype, "batch_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
     forward<T>(s, x, residual, weight, bias, running_mean, running_var, training, momentum, eps,
                y, save_mean, save_invstd, scratch, device, st);
@@ -408,7 +396,7 @@ void batch_norm_backward(DType dtype, const native::BatchNormShape& s, const voi
                          double* scratch, int device, uint64_t stream) {
   DeviceGuard guard(device);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
-  dispatch_activation(dtype, "batch_norm_backward", [&](auto tag) {
+  dispatch_all_floating(dtype, "batch_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     backward<T>(s, grad_out, relu_out, x, mean, invstd, weight, training, grad_input,
                 grad_weight, grad_bias, scratch, device, st);

@@ -5,8 +5,9 @@
 // dtype with float32 arithmetic (float64 for float64 gradients), as PyTorch
 // does: g = g * inv_scale, except that inv_scale == 1 leaves g as it is.
 // The check reads the value before it is multiplied.  On CUDA one launch
-// covers up to 48 gradients of one dtype, and nothing waits for the device
-// (found_inf and inv_scale stay there); the CPU runs one loop per gradient.
+// covers up to 48 gradients of one dtype in 64K-element chunks
+// (cuda/TensorChunks.cuh), and nothing waits for the device (found_inf and
+// inv_scale stay there); the CPU runs one loop per gradient.
 #pragma once
 
 #include <vector>
