@@ -237,6 +237,14 @@ void PipeImpl::synchronize_all() const {
   if (first) std::rethrow_exception(first);
 }
 
+void PipeImpl::abandon_pass() const {
+  try {
+    synchronize_all();
+  } catch (...) {
+  }
+  begin_deferred(0);
+}
+
 Tensor PipeImpl::forward(const Tensor& input) {
   Run run(split(input), stages_.size());
   begin_deferred(static_cast<int64_t>(run.inputs.size()));
@@ -246,13 +254,8 @@ Tensor PipeImpl::forward(const Tensor& input) {
     synchronize_all();
   } catch (...) {
     // A submission that throws (a CUDA error recording an event) leaves the
-    // closures queued so far, which write into `run`: let them finish before
-    // `run` goes away, then report the first error, as train_step does.
-    try {
-      synchronize_all();
-    } catch (...) {
-    }
-    begin_deferred(0);
+    // closures queued so far, which write into `run`.
+    abandon_pass();
     throw;
   }
   begin_deferred(0);
@@ -303,11 +306,7 @@ Tensor PipeImpl::train_step(const Tensor& inputs, const Tensor& targets, const L
     synchronize_all();
   } catch (...) {
     // Never leave work that refers to `run` behind; report the first error.
-    try {
-      synchronize_all();
-    } catch (...) {
-    }
-    begin_deferred(0);
+    abandon_pass();
     throw;
   }
   begin_deferred(0);

@@ -183,6 +183,10 @@ class PipeImpl : public nn::Module {
   void submit_micro_batch(Run& run, size_t index, const LossFn* loss_fn) const;
   // Waits for every stream; rethrows the first error (stage order).
   void synchronize_all() const;
+  // After a pass failed: lets every closure still queued (they write into
+  // the pass's Run) finish, ignoring their errors, and ends the deferred
+  // batch norms' pass; the caller rethrows the first error.
+  void abandon_pass() const;
   // Whether micro-batch i of `micro_batches` runs its stages checkpointed.
   bool checkpointed(size_t i, size_t micro_batches) const;
   // Tells the deferred batch norms how many micro-batches a pass has (0: none).
