@@ -8,7 +8,6 @@
 // after the call) and passes the TF32 / benchmark switches of CudaFlags.h.
 // float16 and bfloat16 reach cuDNN as they are (conv2d_takes).
 #include <climits>
-#include <vector>
 
 #include "tensor/CudaFlags.h"
 #include "tensor/CudaRuntime.h"
@@ -72,6 +71,14 @@ class Workspaces {
   Tensor block_;  // uint8, at least the largest size asked for so far
 };
 
+// grad_output (N, O, OH * OW) summed over N and the pixels (float32
+// accumulation for 16-bit dtypes), into grad_bias.
+void bias_gradient(const native::ConvGeometry& g, const Tensor& grad_output,
+                   const Tensor& grad_bias) {
+  const Tensor go3 = native::view(grad_output, {g.batch, g.out_channels, g.out_h * g.out_w});
+  native::copy_(grad_bias, native::sum(go3, {0, 2}, false));
+}
+
 bool empty_problem(const native::ConvGeometry& g) {
   return g.batch == 0 || g.in_channels == 0 || g.height == 0 || g.width == 0 ||
          g.out_channels == 0 || g.out_h == 0 || g.out_w == 0;
@@ -105,18 +112,6 @@ void conv2d_forward_kernel(const native::ConvGeometry& g, const Tensor& input, c
                     native::view(out, {g.batch, g.out_channels, g.out_h, g.out_w}),
                     native::view(bias, {1, g.out_channels, 1, 1}));
 }
-
-namespace {
-
-// grad_output (N, O, OH * OW) summed over N and the pixels (float32
-// accumulation for 16-bit dtypes), into grad_bias.
-void bias_gradient(const native::ConvGeometry& g, const Tensor& grad_output,
-                   const Tensor& grad_bias) {
-  const Tensor go3 = native::view(grad_output, {g.batch, g.out_channels, g.out_h * g.out_w});
-  native::copy_(grad_bias, native::sum(go3, {0, 2}, false));
-}
-
-}  // namespace
 
 void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
                             const Tensor& weight, const Tensor& grad_output,
