@@ -5,6 +5,11 @@ nvcc, the runtime, cuBLAS, cuDNN and NCCL headers are all there; otherwise the
 repository still exists but `CUDA_ENABLED` is False and its libraries are
 empty, so the same tree builds CPU-only.  LOOM_DISABLE_CUDA=1 forces that.
 
+LOOM_CUDA_EMULATE=1 builds the CUDA backend against loom's CUDA emulator
+(tools/cuda/emu) instead: the .cu files compile with g++ and run on the CPU,
+so the gpu-tagged tests run on any machine (tools/cuda_emu_test.sh).  Use a
+separate --output_base for it: the switch rebuilds everything.
+
 LOOM_CUDA_ARCHS picks the GPUs the kernels are compiled for: compute
 capabilities without the dot, comma-separated (default "90": H100/H200).
 Each gets machine code, and the highest also PTX, which newer GPUs compile
@@ -36,9 +41,26 @@ def _gencode_flags(archs):
     flags.append("-gencode=arch=compute_%d,code=[sm_%d,compute_%d]" % (top, top, top))
     return flags
 
+def _emulated_configure(ctx):
+    """@local_cuda as the emulator: its targets forward to //tools/cuda/emu."""
+    ctx.template("BUILD", Label("//tools/cuda:BUILD.emu.tpl"), {})
+    ctx.file("defs.bzl", "\n".join([
+        "# Written by cuda_configure: loom's CUDA emulator (LOOM_CUDA_EMULATE=1).",
+        "CUDA_ENABLED = True",
+        "CUDA_EMULATED = True",
+        "CUDA_ROOT = ''",
+        "NVCC = ''",
+        "CUDA_INCLUDE_DIRS = []",
+        "CUDA_GENCODE_FLAGS = []",
+        "",
+    ]))
+
 def _cuda_configure_impl(ctx):
     root = ctx.os.environ.get("CUDA_HOME", "/usr/local/cuda")
     disabled = ctx.os.environ.get("LOOM_DISABLE_CUDA", "0") == "1"
+    if not disabled and ctx.os.environ.get("LOOM_CUDA_EMULATE", "0") == "1":
+        _emulated_configure(ctx)
+        return
     nvcc = root + "/bin/nvcc"
     include_dirs = []
     found = not disabled and ctx.path(nvcc).exists
@@ -86,6 +108,7 @@ def _cuda_configure_impl(ctx):
     ctx.file("defs.bzl", "\n".join([
         "# Written by cuda_configure: what this machine has.",
         "CUDA_ENABLED = %s" % found,
+        "CUDA_EMULATED = False",
         "CUDA_ROOT = %s" % repr(root if found else ""),
         "NVCC = %s" % repr(nvcc if found else ""),
         "# Header folders nvcc needs beyond its own (cuDNN, NCCL may live elsewhere).",
@@ -97,6 +120,6 @@ def _cuda_configure_impl(ctx):
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,
-    environ = ["CUDA_HOME", "LOOM_CUDA_ARCHS", "LOOM_DISABLE_CUDA"],
+    environ = ["CUDA_HOME", "LOOM_CUDA_ARCHS", "LOOM_CUDA_EMULATE", "LOOM_DISABLE_CUDA"],
     local = True,
 )

@@ -18,7 +18,12 @@ by name, with an rpath to the toolkit), whose LOOM_WITH_CUDA define reaches
 every dependent C++ file.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_ENABLED", "CUDA_GENCODE_FLAGS", "CUDA_INCLUDE_DIRS", "NVCC")
+load("@local_cuda//:defs.bzl", "CUDA_EMULATED", "CUDA_ENABLED", "CUDA_GENCODE_FLAGS", "CUDA_INCLUDE_DIRS", "NVCC")
+
+# Under LOOM_CUDA_EMULATE=1 the "nvcc" is tools/cuda/emu/nvcc_emu.py: g++ on
+# the .cu files, rewritten for the emulator, whose headers are inputs too.
+_EMU_NVCC = "//tools/cuda/emu:nvcc_emu.py"
+_EMU_HEADERS = "//tools/cuda/emu:device_headers"
 
 NVCC_FLAGS = [
     "-std=c++17",
@@ -45,19 +50,24 @@ def cuda_library(name, srcs = [], hdrs = [], device_hdrs = [], deps = [], copts 
     for h in native.glob(patterns) + device_hdrs:
         if h not in headers:
             headers.append(h)
+    compiler = [NVCC]
+    extra_srcs = []
+    if CUDA_EMULATED:
+        compiler = ["python3 $(location %s)" % _EMU_NVCC]
+        extra_srcs = [_EMU_NVCC, _EMU_HEADERS]
     objs = []
     for src in srcs:
         obj = name + "_objs/" + src.replace(".cu", ".o")
         native.genrule(
             name = name + "_" + src.replace("/", "_").replace(".", "_"),
-            srcs = [src] + headers,
+            srcs = [src] + headers + extra_srcs,
             outs = [obj],
             # nvcc names its temporary files after its process id; in
             # Bazel's PID-namespaced sandboxes two parallel compiles share a
             # pid and /tmp, and one deletes the other's files.  A private
             # TMPDIR per compile keeps them apart.
             cmd = "tmp=$$(mktemp -d) && trap 'rm -rf \"$$tmp\"' EXIT && TMPDIR=$$tmp " +
-                  " ".join([NVCC] + NVCC_FLAGS + CUDA_GENCODE_FLAGS + copts + [
+                  " ".join(compiler + NVCC_FLAGS + CUDA_GENCODE_FLAGS + copts + [
                       "-I.",
                       "-I$(GENDIR)",
                   ] + ["-isystem " + d for d in CUDA_INCLUDE_DIRS] + [
