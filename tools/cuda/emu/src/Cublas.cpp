@@ -100,8 +100,12 @@ void store(void* base, Elem t, int64_t i, Acc v) {
   switch (t) {
     case Elem::kF32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
     case Elem::kF64: static_cast<double*>(base)[i] = static_cast<double>(v); return;
-    case Elem::kF16: static_cast<uint16_t*>(base)[i] = float_to_half(static_cast<float>(v)); return;
-    case Elem::kBF16: static_cast<uint16_t*>(base)[i] = float_to_bf16(static_cast<float>(v)); return;
+    case Elem::kF16:
+      static_cast<uint16_t*>(base)[i] = float_to_half(static_cast<float>(v));
+      return;
+    case Elem::kBF16:
+      static_cast<uint16_t*>(base)[i] = float_to_bf16(static_cast<float>(v));
+      return;
     case Elem::kI8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); return;
   }
 }
@@ -207,16 +211,16 @@ bool valid_algo(cublasGemmAlgo_t algo) {
   return a == -1 || (a >= 0 && a <= 23) || (a >= 99 && a <= 115) || a == 999;
 }
 
+int base_math(cublasMath_t mode) {
+  return static_cast<int>(mode) &
+         ~static_cast<int>(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+}
+
 bool valid_math(cublasMath_t mode) {
-  const int base = static_cast<int>(mode) & ~static_cast<int>(
-                                               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  const int base = base_math(mode);
   return base == CUBLAS_DEFAULT_MATH || base == CUBLAS_TENSOR_OP_MATH ||
          base == CUBLAS_PEDANTIC_MATH || base == CUBLAS_TF32_TENSOR_OP_MATH ||
          base == CUBLAS_FP32_EMULATED_BF16X9_MATH || base == CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH;
-}
-
-int base_math(cublasMath_t mode) {
-  return static_cast<int>(mode) & ~static_cast<int>(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
 }
 
 int64_t max1(int64_t v) { return v > 1 ? v : 1; }

@@ -38,6 +38,9 @@ struct cudnnContext {
   cudaStream_t stream = nullptr;
 };
 
+namespace loom_emu {
+namespace cudnn {
+
 // A 4-d array: dims (n, c, h, w) -- for a filter (k, c/groups, r, s) -- and
 // element strides.
 struct Dims4 {
@@ -55,17 +58,20 @@ struct Dims4 {
   }
 };
 
+}  // namespace cudnn
+}  // namespace loom_emu
+
 struct cudnnTensorStruct {
   bool set = false;
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  Dims4 dims;
+  loom_emu::cudnn::Dims4 dims;
 };
 
 struct cudnnFilterStruct {
   bool set = false;
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
   cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
-  Dims4 dims;  // (k, c, r, s)
+  loom_emu::cudnn::Dims4 dims;  // (k, c, r, s)
 };
 
 struct cudnnConvolutionStruct {
@@ -120,7 +126,7 @@ bool is_live(const cudnnContext* h) {
   return handles().live.count(h) != 0;
 }
 
-// ---- data types ----------------------------------------------------------------------------------
+// ---- data types --------------------------------------------------------------------------------
 
 bool is_computable(cudnnDataType_t t) {
   return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_DOUBLE || t == CUDNN_DATA_HALF ||
@@ -442,6 +448,16 @@ void scatter(void* p, cudnnDataType_t t, const Dims4& d, const std::vector<Acc>&
 // The filter index of tap r of a kernel of size n (flipped for CUDNN_CONVOLUTION).
 inline int64_t tap(bool flip, int64_t r, int64_t n) { return flip ? n - 1 - r : r; }
 
+// The outputs [*lo, *hi) of `out` whose tap at `offset` (r * dilation - pad)
+// reads inside an input of size `in`: 0 <= p * stride + offset < in.
+inline void valid_range(int64_t out, int64_t stride, int64_t offset, int64_t in, int64_t* lo,
+                        int64_t* hi) {
+  const auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -(-a / b); };
+  *lo = std::max<int64_t>(0, ceil_div(-offset, stride));
+  *hi = std::min<int64_t>(out, ceil_div(in - offset, stride));
+  if (*hi < *lo) *hi = *lo;
+}
+
 // y (N, K, P, Q) = sum over c, r, s of x(n, g * Cg + c, p * sh - ph + r * dh, ...) * w(k, c, r, s)
 template <typename Acc>
 void forward(const Conv& c, Acc alpha, Acc beta, const void* x, const void* w, void* y) {
@@ -461,14 +477,14 @@ void forward(const Conv& c, Acc alpha, Acc beta, const void* x, const void* w, v
           for (int64_t s = 0; s < S; ++s) {
             const Acc wv = W[static_cast<size_t>(((k * Cg + ci) * R + tap(c.flip, r, R)) * S +
                                                  tap(c.flip, s, S))];
-            for (int64_t p = 0; p < P; ++p) {
-              const int64_t h = p * c.stride[0] - c.pad[0] + r * c.dilation[0];
-              if (h < 0 || h >= H) continue;
-              for (int64_t q = 0; q < Q; ++q) {
-                const int64_t v = q * c.stride[1] - c.pad[1] + s * c.dilation[1];
-                if (v < 0 || v >= Wd) continue;
-                plane[p * Q + q] += xp[h * Wd + v] * wv;
-              }
+            const int64_t oh = r * c.dilation[0] - c.pad[0], ow = s * c.dilation[1] - c.pad[1];
+            int64_t p0, p1, q0, q1;
+            valid_range(P, c.stride[0], oh, H, &p0, &p1);
+            valid_range(Q, c.stride[1], ow, Wd, &q0, &q1);
+            for (int64_t p = p0; p < p1; ++p) {
+              const Acc* xrow = xp + (p * c.stride[0] + oh) * Wd + ow;
+              Acc* orow = plane + p * Q;
+              for (int64_t q = q0; q < q1; ++q) orow[q] += xrow[q * c.stride[1]] * wv;
             }
           }
       }
@@ -497,14 +513,14 @@ void backward_data(const Conv& c, Acc alpha, Acc beta, const void* w, const void
           for (int64_t s = 0; s < S; ++s) {
             const Acc wv = W[static_cast<size_t>(((k * Cg + ci) * R + tap(c.flip, r, R)) * S +
                                                  tap(c.flip, s, S))];
-            for (int64_t p = 0; p < P; ++p) {
-              const int64_t h = p * c.stride[0] - c.pad[0] + r * c.dilation[0];
-              if (h < 0 || h >= H) continue;
-              for (int64_t q = 0; q < Q; ++q) {
-                const int64_t v = q * c.stride[1] - c.pad[1] + s * c.dilation[1];
-                if (v < 0 || v >= Wd) continue;
-                plane[h * Wd + v] += dyp[p * Q + q] * wv;
-              }
+            const int64_t oh = r * c.dilation[0] - c.pad[0], ow = s * c.dilation[1] - c.pad[1];
+            int64_t p0, p1, q0, q1;
+            valid_range(P, c.stride[0], oh, H, &p0, &p1);
+            valid_range(Q, c.stride[1], ow, Wd, &q0, &q1);
+            for (int64_t p = p0; p < p1; ++p) {
+              Acc* xrow = plane + (p * c.stride[0] + oh) * Wd + ow;
+              const Acc* dyrow = dyp + p * Q;
+              for (int64_t q = q0; q < q1; ++q) xrow[q * c.stride[1]] += dyrow[q] * wv;
             }
           }
       }
@@ -528,18 +544,18 @@ void backward_filter(const Conv& c, Acc alpha, Acc beta, const void* x, const vo
       const int64_t k = i / Cg, ci = i % Cg, g = k / Kg;
       for (int64_t r = 0; r < R; ++r)
         for (int64_t s = 0; s < S; ++s) {
+          const int64_t oh = r * c.dilation[0] - c.pad[0], ow = s * c.dilation[1] - c.pad[1];
+          int64_t p0, p1, q0, q1;
+          valid_range(P, c.stride[0], oh, H, &p0, &p1);
+          valid_range(Q, c.stride[1], ow, Wd, &q0, &q1);
           Acc acc = 0;
           for (int64_t n = 0; n < N; ++n) {
             const Acc* xp = &X[static_cast<size_t>((n * C + g * Cg + ci) * H * Wd)];
             const Acc* dyp = &DY[static_cast<size_t>((n * K + k) * P * Q)];
-            for (int64_t p = 0; p < P; ++p) {
-              const int64_t h = p * c.stride[0] - c.pad[0] + r * c.dilation[0];
-              if (h < 0 || h >= H) continue;
-              for (int64_t q = 0; q < Q; ++q) {
-                const int64_t v = q * c.stride[1] - c.pad[1] + s * c.dilation[1];
-                if (v < 0 || v >= Wd) continue;
-                acc += dyp[p * Q + q] * xp[h * Wd + v];
-              }
+            for (int64_t p = p0; p < p1; ++p) {
+              const Acc* xrow = xp + (p * c.stride[0] + oh) * Wd + ow;
+              const Acc* dyrow = dyp + p * Q;
+              for (int64_t q = q0; q < q1; ++q) acc += dyrow[q] * xrow[q * c.stride[1]];
             }
           }
           out[static_cast<size_t>(((k * Cg + ci) * R + tap(c.flip, r, R)) * S +
@@ -651,6 +667,7 @@ bool packed_strides(cudnnTensorFormat_t format, const int d[4], int64_t s[4]) {
 }  // namespace cudnn
 }  // namespace loom_emu
 
+using loom_emu::cudnn::Dims4;
 using loom_emu::cudnn::fail;
 using loom_emu::cudnn::is_live;
 using loom_emu::cudnn::Pass;
@@ -706,7 +723,8 @@ const char* cudnnGetErrorString(cudnnStatus_t status) {
       return "CUDNN_STATUS_BAD_PARAM_CUDA_GRAPH_MISMATCH";
     case CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE: return "CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE";
     case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
-    case CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN: return "CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN";
+    case CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN:
+      return "CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN";
     case CUDNN_STATUS_NOT_SUPPORTED_SHAPE: return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
     case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE: return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
     case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT: return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
@@ -714,7 +732,8 @@ const char* cudnnGetErrorString(cudnnStatus_t status) {
       return "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER";
     case CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART:
       return "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDART";
-    case CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH: return "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH";
+    case CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH:
+      return "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH";
     case CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING:
       return "CUDNN_STATUS_NOT_SUPPORTED_RUNTIME_PREREQUISITE_MISSING";
     case CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE:

@@ -109,6 +109,7 @@ struct Warp {
   uint64_t generation = 0;
   uint64_t offered[32] = {};
   uint64_t released[32] = {};  // the offers of the last completed exchange
+  uint32_t released_from = 0;  // the lanes whose offers those are
 };
 
 struct Block {
@@ -151,6 +152,7 @@ void release_block_barrier(Block* b) {
 void try_release_warp(Block* b, Warp& w, uint32_t need) {
   if ((w.arrived & need) != need) return;
   std::memcpy(w.released, w.offered, sizeof(w.offered));
+  w.released_from = w.arrived;
   w.arrived = 0;
   ++w.generation;
   ++b->progress;
@@ -250,7 +252,8 @@ uint64_t warp_exchange(unsigned mask, uint64_t bits, int source) {
     yield();
     try_release_warp(b, w, mask & w.live);
   }
-  const bool present = source >= 0 && source < 32 && ((w.live >> source) & 1u);
+  // A lane that has since returned still gave its offer to this exchange.
+  const bool present = source >= 0 && source < 32 && ((w.released_from >> source) & 1u);
   return present ? w.released[source] : bits;
 }
 

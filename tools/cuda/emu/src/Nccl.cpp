@@ -258,9 +258,10 @@ struct Message {
   bool consumed = false;
 };
 
-// The ranks' calls of one collective (by sequence number).
+// The ranks' calls of one collective (by sequence number), copied: a rank's
+// queued item may end (its communicator aborted) while peers still look.
 struct Slot {
-  std::vector<const Op*> ops;
+  std::vector<Op> ops;
   int arrived = 0;
   int finished = 0;
   int left = 0;
@@ -346,11 +347,11 @@ bool is_live(const ncclComm* c) {
 
 // This rank's result of a collective whose ranks' calls are `ops`; false when
 // this rank writes nothing (a non-root of Reduce or Gather).
-bool compute(int n, int me, const std::vector<const Op*>& ops, std::vector<unsigned char>* out) {
-  const Op& mine = *ops[me];
+bool compute(int n, int me, const std::vector<Op>& ops, std::vector<unsigned char>* out) {
+  const Op& mine = ops[me];
   const size_t es = type_size(mine.type), c = mine.count, bytes = c * es;
   std::vector<const void*> in(n);
-  for (int r = 0; r < n; ++r) in[r] = ops[r]->send;
+  for (int r = 0; r < n; ++r) in[r] = ops[r].send;
   switch (mine.kind) {
     case Kind::kAllReduce:
       out->resize(bytes);
@@ -393,9 +394,9 @@ bool compute(int n, int me, const std::vector<const Op*>& ops, std::vector<unsig
 
 // Why the ranks' calls of one collective do not match ("" if they do).
 std::string mismatch(const Clique& q, const Slot& slot) {
-  const Op& a = *slot.ops[0];
+  const Op& a = slot.ops[0];
   for (int r = 1; r < q.nranks; ++r) {
-    const Op& b = *slot.ops[r];
+    const Op& b = slot.ops[r];
     const bool same = a.kind == b.kind && a.count == b.count && a.type == b.type &&
                       (!reduces(a.kind) || a.op == b.op) && (!rooted(a.kind) || a.root == b.root);
     if (!same)
@@ -416,8 +417,8 @@ bool collective(Clique& q, int me, const Op& op) {
   if (q.gone[me]) return false;
   const uint64_t seq = q.executed[me]++;
   Slot& slot = q.slots[seq];  // std::map: the reference stays valid
-  if (slot.ops.empty()) slot.ops.assign(q.nranks, nullptr);
-  slot.ops[me] = &op;
+  if (slot.ops.empty()) slot.ops.resize(q.nranks);
+  slot.ops[me] = op;
   ++slot.arrived;
   q.changed.notify_all();
   q.changed.wait(lock, [&] { return slot.arrived == q.nranks || q.first_gone() >= 0; });
@@ -526,7 +527,7 @@ void execute(Clique& q, int me, const std::vector<Op>& ops) {
     }
 }
 
-// ---- groups --------------------------------------------------------------------------------------
+// ---- groups ------------------------------------------------------------------------------------
 
 struct Pending {
   std::shared_ptr<Clique> clique;
@@ -538,6 +539,7 @@ struct Pending {
 thread_local int t_group_depth = 0;
 thread_local std::vector<Pending> t_pending;
 thread_local std::vector<std::pair<std::shared_ptr<Clique>, int>> t_group_inits;
+thread_local ncclResult_t t_group_error = ncclSuccess;  // the first failed call of the group
 
 void launch(const std::shared_ptr<Clique>& q, int rank, cudaStream_t stream,
             std::vector<Op> ops) {
@@ -601,7 +603,12 @@ ncclResult_t check(const char* fn, ncclComm_t comm, const Op& op) {
 
 ncclResult_t run(const char* fn, ncclComm_t comm, cudaStream_t stream, const Op& op) {
   const ncclResult_t r = check(fn, comm, op);
-  if (r != ncclSuccess) return r;
+  if (r != ncclSuccess) {
+    // As in NCCL, a failed call fails its whole group: ncclGroupEnd returns
+    // the error and launches none of the group's operations.
+    if (t_group_depth > 0 && t_group_error == ncclSuccess) t_group_error = r;
+    return r;
+  }
   return submit(comm, stream, op);
 }
 
@@ -759,8 +766,8 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   bool blocking = true;
   if (config != nullptr) {
     if (config->magic != loom_emu::nccl::kConfigMagic || config->size < sizeof(size_t) * 2)
-      return fail(ncclInvalidArgument,
-                  "ncclCommInitRankConfig: config was not initialised with NCCL_CONFIG_INITIALIZER");
+      return fail(ncclInvalidArgument, "ncclCommInitRankConfig: config was not initialised with "
+                                       "NCCL_CONFIG_INITIALIZER");
     if (config->blocking != NCCL_CONFIG_UNDEF_INT) blocking = config->blocking != 0;
   }
   int device = 0;
@@ -929,8 +936,9 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return loom_emu::nccl::run("ncclAlltoAll", comm, stream,
-                             make(Kind::kAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0));
+  return loom_emu::nccl::run(
+      "ncclAlltoAll", comm, stream,
+      make(Kind::kAlltoAll, sendbuff, recvbuff, count, datatype, ncclSum, 0));
 }
 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
@@ -971,6 +979,13 @@ ncclResult_t ncclGroupEnd() {
   if (t_group_depth == 0)
     return fail(ncclInvalidUsage, "ncclGroupEnd: not inside ncclGroupStart");
   if (--t_group_depth > 0) return ncclSuccess;
+  if (t_group_error != ncclSuccess) {
+    const ncclResult_t error = t_group_error;
+    t_group_error = ncclSuccess;
+    t_pending.clear();
+    t_group_inits.clear();
+    return error;  // ncclGetLastError still says why
+  }
   // One queued item per (communicator, stream), operations in call order.
   struct Batch {
     std::shared_ptr<Clique> clique;

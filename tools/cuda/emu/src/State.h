@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -47,7 +48,9 @@ struct CUevent_st {
   std::mutex mutex;
   CUstream_st* stream = nullptr;  // where the last record was queued (nullptr: never recorded)
   uint64_t target = 0;            // that record's place in the stream's count
-  double time_ms = 0;             // when that record ran, on the emulator's clock
+  // When that record ran, on the emulator's clock; shared with the queued
+  // record, so the event can be destroyed before the record runs.
+  std::shared_ptr<double> time_ms;
 };
 
 namespace loom_emu {

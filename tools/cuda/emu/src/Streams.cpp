@@ -267,18 +267,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  // A record still queued refers to the event: free it after the stream has
-  // run that far, as CUDA does.
-  CUstream_st* s;
-  {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    s = event->stream;
-  }
-  if (s == nullptr || is_capturing(s)) {
-    delete event;
-  } else {
-    push(s, [event] { delete event; });
-  }
+  delete event;  // a record still queued holds only its time_ms
   return cudaSuccess;
 }
 
@@ -290,10 +279,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::lock_guard<std::mutex> elock(event->mutex);
   {
     std::lock_guard<std::mutex> lock(s->mutex);
-    s->queue.push_back([event] {
-      std::lock_guard<std::mutex> l(event->mutex);
-      event->time_ms = now_ms();
-    });
+    auto time = std::make_shared<double>(0);
+    s->queue.push_back([time] { *time = now_ms(); });
+    event->time_ms = time;
     event->target = ++s->enqueued;
   }
   event->stream = s;
@@ -346,7 +334,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   }
   std::lock_guard<std::mutex> a(start->mutex);
   std::lock_guard<std::mutex> b(end->mutex);
-  *ms = static_cast<float>(end->time_ms - start->time_ms);
+  *ms = static_cast<float>(*end->time_ms - *start->time_ms);
   return cudaSuccess;
 }
 
