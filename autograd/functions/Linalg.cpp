@@ -179,7 +179,7 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
   if (da >= 3 && db <= 2) {
     // Fold the batch dims of self into rows: one large GEMM.
     IntList lead(self.sizes().begin(), self.sizes().end() - 1);
-    const Tensor rows = self.reshape({-1, k});
+    const Tensor rows = self.reshape({numel_of(lead), k});  // not -1: k may be 0
     if (db == 1) return mm(rows, other.reshape({k, 1})).reshape(lead);
     return mm(rows, other).reshape(concat(lead, {other.size(1)}));
   }

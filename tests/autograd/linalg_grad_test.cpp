@@ -1,5 +1,8 @@
 // Finite-difference gradchecks for mm, bmm, matmul and linear, including
 // transposed (non-contiguous) leaves and broadcast batch dims.
+#include <tuple>
+#include <vector>
+
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -49,6 +52,25 @@ TEST(LinalgGrad, MatmulBatchedBroadcast) {
   EXPECT_TRUE(GradOk(f, {random_leaf({2, 2, 3}, 25), random_leaf({2, 3}, 26).t()}));
   // Matrix @ batched.
   EXPECT_TRUE(GradOk(f, {random_leaf({2, 3}, 27), random_leaf({2, 3, 2}, 28)}));
+}
+
+// An empty inner dimension (k = 0) sums nothing: zeros of the product's
+// shape, as torch.matmul gives, and empty gradients.  Batched @ matrix once
+// folded its batch with reshape({-1, 0}), which no size can satisfy.
+TEST(LinalgGrad, MatmulWithAnEmptyInnerDimensionGivesZeros) {
+  const std::vector<std::tuple<IntList, IntList, IntList>> cases = {
+      {{0}, {0}, {}},          {{3, 0}, {0}, {3}},         {{0}, {0, 4}, {4}},
+      {{3, 0}, {0, 4}, {3, 4}}, {{2, 3, 0}, {0}, {2, 3}}, {{2, 3, 0}, {0, 4}, {2, 3, 4}},
+      {{3, 0}, {2, 0, 4}, {2, 3, 4}}};
+  for (const auto& [sa, sb, expected] : cases) {
+    const Tensor a = zeros(sa).requires_grad_(), b = zeros(sb).requires_grad_();
+    const Tensor out = matmul(a, b);
+    ASSERT_EQ(out.sizes(), expected) << shape_str(sa) << " @ " << shape_str(sb);
+    EXPECT_EQ(out.abs().sum().item<double>(), 0.0);
+    (out * 2).sum().backward();
+    EXPECT_EQ(a.grad().sizes(), sa);
+    EXPECT_EQ(b.grad().sizes(), sb);
+  }
 }
 
 TEST(LinalgGrad, Linear) {
