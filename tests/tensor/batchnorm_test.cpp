@@ -279,6 +279,33 @@ TEST(BatchNorm, BackwardKeepsChannelsWhoseMeanDwarfsTheirSpread) {
   }
 }
 
+// A long channel of float32 values far from zero (100,000 values in [99, 101)):
+// the statistics as the float64 computation's, rounded.  A float32
+// accumulator over the whole run had the mean 7 ulps off (5e-5).
+TEST(BatchNorm, LongChannelsFarFromZeroKeepTheirStatistics) {
+  Generator gen(11);
+  const Tensor x = rand({2, 2, 50000}, kFloat32, &gen) * 2 + 99;
+  const std::vector<double> v = x.to_vector<double>();
+  for (bool channels_last : {false, true}) {
+    const Tensor in = channels_last ? x.unsqueeze(-1).contiguous(MemoryFormat::kChannelsLast) : x;
+    const auto [out, mean, invstd] = native::batch_norm(in, Tensor(), Tensor(), Tensor(), Tensor(),
+                                                        true, 0.1, 1e-5);
+    for (int64_t c = 0; c < 2; ++c) {
+      double sum = 0, sq = 0;
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t i = 0; i < 50000; ++i) sum += v[(n * 2 + c) * 50000 + i];
+      const double m = sum / 100000;
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t i = 0; i < 50000; ++i) sq += std::pow(v[(n * 2 + c) * 50000 + i] - m, 2);
+      const double is = 1 / std::sqrt(sq / 100000 + 1e-5);
+      EXPECT_NEAR(mean.to_vector<double>()[c], m, 7.7e-6)  // an ulp at 100
+          << (channels_last ? "channels last" : "contiguous") << ", channel " << c;
+      EXPECT_NEAR(invstd.to_vector<double>()[c], is, 1e-6 * is)
+          << (channels_last ? "channels last" : "contiguous") << ", channel " << c;
+    }
+  }
+}
+
 TEST(BatchNorm, Errors) {
   const Tensor x = zeros({4, 3, 2, 2});
   EXPECT_LOOM_ERROR(batch_norm(x, zeros({2}), ones({2}), Tensor(), Tensor(), true),
