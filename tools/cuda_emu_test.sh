@@ -7,14 +7,22 @@
 #   LOOM_CUDA_EMU_DEVICES=2 tools/cuda_emu_test.sh //tests/pipeline:cuda_pipe_test
 #
 # The emulated build has its own output base (LOOM_CUDA_EMU_OUTPUT_BASE,
-# default ~/.cache/bazel-cuda-emu): LOOM_CUDA_EMULATE=1 changes every object
-# that sees CUDA, and sharing the main output base would rebuild both ways
-# in turn.  Flags and targets are passed on to tools/test.sh.
+# default emu-<this checkout's path hashed> beside Bazel's own output bases,
+# where tools/free_disk.sh removes it once the checkout is gone):
+# LOOM_CUDA_EMULATE=1 changes every object that sees CUDA, and sharing the
+# main output base would rebuild both ways in turn.  Bazel's disk cache is
+# shared, so a second checkout builds from cache.  Flags and targets are
+# passed on to tools/test.sh.  --print-output-base prints the output base.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-output_base="${LOOM_CUDA_EMU_OUTPUT_BASE:-$HOME/.cache/bazel-cuda-emu}"
+user_root="${LOOM_BAZEL_OUTPUT_USER_ROOT:-$HOME/.cache/bazel/_bazel_${USER:-$(id -un)}}"
+output_base="${LOOM_CUDA_EMU_OUTPUT_BASE:-$user_root/emu-$(pwd -P | md5sum | cut -c1-16)}"
+if [[ "${1:-}" == "--print-output-base" ]]; then
+  echo "$output_base"
+  exit 0
+fi
 args=("$@")
 have_target=0
 for a in "${args[@]+"${args[@]}"}"; do
