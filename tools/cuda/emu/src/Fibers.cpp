@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -103,13 +102,19 @@ struct Fiber {
   ThreadPlace place{};
 };
 
+// A warp's exchanges.  Each waiting lane keeps its own mask, offer and
+// source, and gets its own answer when its exchange completes, so lanes of
+// one warp may be in different exchanges at once (divergent branches with
+// disjoint masks), and a lane that has not yet picked up its answer keeps it
+// while other lanes go on to their next exchange.
 struct Warp {
-  uint32_t live = 0;     // lanes that have not returned
-  uint32_t arrived = 0;  // lanes waiting in the current exchange
-  uint64_t generation = 0;
+  uint32_t live = 0;      // lanes that have not returned
+  uint32_t waiting = 0;   // lanes waiting in an exchange
+  uint32_t answered = 0;  // lanes whose exchange completed, answer not yet picked up
+  uint32_t mask[32] = {};
+  int source[32] = {};
   uint64_t offered[32] = {};
-  uint64_t released[32] = {};  // the offers of the last completed exchange
-  uint32_t released_from = 0;  // the lanes whose offers those are
+  uint64_t answer[32] = {};
 };
 
 struct Block {
@@ -149,12 +154,21 @@ void release_block_barrier(Block* b) {
   ++b->progress;
 }
 
-void try_release_warp(Block* b, Warp& w, uint32_t need) {
-  if ((w.arrived & need) != need) return;
-  std::memcpy(w.released, w.offered, sizeof(w.offered));
-  w.released_from = w.arrived;
-  w.arrived = 0;
-  ++w.generation;
+// Completes the exchange `lane` waits in once every live lane of its mask
+// waits too: each of those lanes gets the offer of its source lane if that
+// lane is one of them (a lane that returns after offering still gave its
+// offer), else its own.
+void try_release_warp(Block* b, Warp& w, int lane) {
+  const uint32_t group = w.mask[lane] & w.live;
+  if ((w.waiting & group) != group) return;
+  for (int l = 0; l < 32; ++l) {
+    if (!((group >> l) & 1u)) continue;
+    const int s = w.source[l];
+    const bool present = s >= 0 && s < 32 && ((group >> s) & 1u);
+    w.answer[l] = present ? w.offered[s] : w.offered[l];
+  }
+  w.waiting &= ~group;
+  w.answered |= group;
   ++b->progress;
 }
 
@@ -208,11 +222,13 @@ void run_block(Block& b, dim3 grid, dim3 block, uint3 block_idx) {
     }
     b.current = nullptr;
     if (b.live > 0 && b.progress == before) {
-      char where[160];
+      int in_warp_operations = 0;
+      for (const Warp& w : b.warps) in_warp_operations += __builtin_popcount(w.waiting);
+      char where[200];
       std::snprintf(where, sizeof(where),
-                    "block (%u, %u, %u): %d of its %d threads wait at a barrier that the "
-                    "others never reach",
-                    block_idx.x, block_idx.y, block_idx.z, b.live, n);
+                    "block (%u, %u, %u): of its %d threads, %d wait at __syncthreads and %d at "
+                    "warp operations (shuffles, __syncwarp) that the others never reach",
+                    block_idx.x, block_idx.y, block_idx.z, n, b.arrived, in_warp_operations);
       throw std::runtime_error(std::string("CUDA emulator: kernel deadlock in ") + where);
     }
   }
@@ -243,18 +259,19 @@ uint64_t warp_exchange(unsigned mask, uint64_t bits, int source) {
   const int linear = b->current->linear;
   Warp& w = b->warps[static_cast<size_t>(linear / 32)];
   const int lane = linear % 32;
+  const uint32_t me = 1u << lane;
+  w.mask[lane] = mask | me;
+  w.source[lane] = source;
   w.offered[lane] = bits;
-  w.arrived |= 1u << lane;
+  w.waiting |= me;
   ++b->progress;
-  const uint64_t generation = w.generation;
-  try_release_warp(b, w, mask & w.live);
-  while (w.generation == generation) {
+  try_release_warp(b, w, lane);
+  while (!(w.answered & me)) {
     yield();
-    try_release_warp(b, w, mask & w.live);
+    if (w.waiting & me) try_release_warp(b, w, lane);  // a lane of the mask may have returned
   }
-  // A lane that has since returned still gave its offer to this exchange.
-  const bool present = source >= 0 && source < 32 && ((w.released_from >> source) & 1u);
-  return present ? w.released[source] : bits;
+  w.answered &= ~me;
+  return w.answer[lane];
 }
 
 void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
@@ -295,7 +312,6 @@ extern "C" void loom_emu_fiber_main(void* fiber) {
   if (b->arrived > 0 && b->arrived == b->live) release_block_barrier(b);
   Warp& w = b->warps[static_cast<size_t>(f->linear / 32)];
   w.live &= ~(1u << (f->linear % 32));
-  w.arrived &= ~(1u << (f->linear % 32));
   void* unused = nullptr;
   loom_emu_switch(&unused, b->scheduler_sp);
   __builtin_unreachable();

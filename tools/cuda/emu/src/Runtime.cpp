@@ -253,6 +253,8 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return fail(cudaErrorInvalidValue);
   if (check_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   *ptr = nullptr;
+  const cudaError_t sticky = sticky_error(t_device);
+  if (sticky != cudaSuccess) return fail(sticky);
   if (bytes == 0) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lock(memory().mutex);
@@ -290,7 +292,8 @@ cudaError_t cudaFree(void* ptr) {
   memory().blocks.erase(reinterpret_cast<uintptr_t>(ptr));
   memory().used[a.device] -= a.bytes;
   std::free(ptr);
-  return cudaSuccess;
+  const cudaError_t sticky = sticky_error(a.device);  // freed all the same
+  return sticky == cudaSuccess ? cudaSuccess : fail(sticky);
 }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {

@@ -251,8 +251,11 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     source = event->stream;
     target = event->target;
   }
+  CUstream_st* s = resolve(stream);
+  const cudaError_t sticky = sticky_error(s->device);
+  if (sticky != cudaSuccess) return fail(sticky);
   if (source == nullptr) return cudaSuccess;  // never recorded: nothing to wait for
-  push(resolve(stream), [source, target] { wait_for(source, target); });
+  push(s, [source, target] { wait_for(source, target); });
   return cudaSuccess;
 }
 
@@ -275,6 +278,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
   CUstream_st* s = resolve(stream);
   if (s->device != event->device) return fail(cudaErrorInvalidResourceHandle);
+  const cudaError_t sticky = sticky_error(s->device);
+  if (sticky != cudaSuccess) return fail(sticky);
   if (is_capturing(s)) return cudaSuccess;  // see the file comment
   std::lock_guard<std::mutex> elock(event->mutex);
   {
@@ -408,8 +413,11 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (exec == nullptr) return fail(cudaErrorInvalidValue);
+  CUstream_st* s = resolve(stream);
+  const cudaError_t sticky = sticky_error(s->device);
+  if (sticky != cudaSuccess) return fail(sticky);
   auto work = std::make_shared<std::vector<std::function<void()>>>(exec->work);
-  push(resolve(stream), [work] {
+  push(s, [work] {
     for (auto& w : *work) w();
   });
   return cudaSuccess;

@@ -130,12 +130,18 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ::loom_emu::warp_exchange(mask, 0, 0);
 }
 
+// The source lanes are PTX's shfl.sync's (width a power of two up to 32,
+// splitting the warp into segments): __shfl_sync reads lane src_lane of the
+// caller's segment (src_lane taken modulo width, negative ones too); down and
+// up read delta lanes away within the segment; xor reads lane ^ lane_mask,
+// which may lie in an earlier segment but not a later one.  A lane whose
+// source is out of bounds gets its own value.
 template <typename T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32) {
   const int lane = ::loom_emu::lane_id();
-  const int base = lane - lane % width;
+  const int base = lane & ~(width - 1);
   return ::loom_emu::from_bits<T>(
-      ::loom_emu::warp_exchange(mask, ::loom_emu::to_bits(var), base + src_lane % width));
+      ::loom_emu::warp_exchange(mask, ::loom_emu::to_bits(var), base | (src_lane & (width - 1))));
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
@@ -154,10 +160,10 @@ T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
   const int lane = ::loom_emu::lane_id();
-  const int base = lane - lane % width;
-  const int source = base + ((lane % width) ^ lane_mask);
+  const int last = (lane & ~(width - 1)) + width - 1;  // the end of the caller's segment
+  const int source = lane ^ (lane_mask & 31);
   return ::loom_emu::from_bits<T>(::loom_emu::warp_exchange(
-      mask, ::loom_emu::to_bits(var), source < base + width ? source : lane));
+      mask, ::loom_emu::to_bits(var), source <= last ? source : lane));
 }
 
 // Atomics: a block's fibers share one host thread, and blocks of one grid
