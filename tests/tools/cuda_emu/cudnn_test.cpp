@@ -1,4 +1,4 @@
-// The CUDA emulator's cuDNN (tools/cuda/emu/src/Cudnn.cpp) on its CUDA
+// The CUDA emulator's cuDNN (tools/cuda/emu/src/Cudnn*.cpp) on its CUDA
 // runtime, against reference loops.
 //
 // As for GEMM, inputs are multiples of 1/8 in [-2, 2], so float accumulation

@@ -1,4 +1,4 @@
-// The CUDA emulator's NCCL (tools/cuda/emu/src/Nccl.cpp) on its CUDA runtime,
+// The CUDA emulator's NCCL (tools/cuda/emu/src/Nccl*.cpp) on its CUDA runtime,
 // with three emulated devices (LOOM_CUDA_EMU_DEVICES=3, set in BUILD).
 //
 // Groups of 1, 2 and 3 ranks, one host thread, device and stream per rank (as

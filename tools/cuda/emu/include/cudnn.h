@@ -2,7 +2,8 @@
 // provides it (tools/cuda/emu).
 //
 // Emulated, with cuDNN 9's names, numeric enum values, signatures and
-// argument checks, implemented on the host by tools/cuda/emu/src/Cudnn.cpp:
+// argument checks, implemented on the host by tools/cuda/emu/src/Cudnn*.cpp
+// (CudnnState.h lists which file holds what):
 //   - handles (create/destroy, stream), versions, error strings and
 //     cudnnGetLastErrorString (why the calling thread's last call failed);
 //   - 4-d tensor descriptors (NCHW, NHWC or explicit strides), 4-d filter

@@ -1,9 +1,9 @@
 // NCCL as loom's CUDA emulator provides it (tools/cuda/emu).
 //
 // Emulated, with NCCL 2.28's names, numeric enum values, signatures and
-// argument checks, implemented on the host by tools/cuda/emu/src/Nccl.cpp,
-// for the ranks of ONE process (the emulated GPUs' memory is this process's
-// memory):
+// argument checks, implemented on the host by tools/cuda/emu/src/Nccl*.cpp
+// (NcclState.h lists which file holds what), for the ranks of ONE process
+// (the emulated GPUs' memory is this process's memory):
 //   - ncclGetUniqueId, ncclCommInitRank / ncclCommInitRankConfig (blocking
 //     and non-blocking, inside or outside a group) and ncclCommInitAll: the
 //     ranks that pass the same unique id meet in the process; a communicator

@@ -1,6 +1,6 @@
-// Host arithmetic shared by the emulated CUDA libraries (Cublas.cpp, Cudnn.cpp,
-// Nccl.cpp): the 16-bit float formats, TF32 input rounding and a small
-// parallel loop.  Internal to tools/cuda/emu/src.
+// Host arithmetic shared by the emulated CUDA libraries (Cublas.cpp,
+// Cudnn*.cpp, Nccl*.cpp): the 16-bit float formats, TF32 input rounding and a
+// small parallel loop.  Internal to tools/cuda/emu/src.
 //
 // float16 is IEEE binary16 and bfloat16 the top half of an IEEE binary32;
 // in device memory both are uint16_t bit patterns, as __half and
