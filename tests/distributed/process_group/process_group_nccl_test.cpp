@@ -64,6 +64,10 @@ class NcclOneGpu : public ::testing::Test {
 class NcclTwoGpus : public ::testing::Test {
  protected:
   void SetUp() override {
+#ifdef LOOM_CUDA_EMULATED
+    GTEST_SKIP() << "the CUDA emulator's NCCL joins the ranks of one process only; these ranks "
+                    "are processes (tools/cuda/emu/README.md)";
+#endif
     if (visible_gpus() < 2)
       GTEST_SKIP() << "needs 2 GPUs (" << visible_gpus()
                    << " visible): NCCL cannot put two ranks of one communicator on one GPU";
