@@ -38,8 +38,8 @@ bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) co
 }
 
 CachingAllocator::CachingAllocator(std::unique_ptr<CachingAllocatorBackend> backend,
-                                   std::string device_name)
-    : backend_(std::move(backend)), device_name_(std::move(device_name)) {
+                                   std::string device_name, bool caching)
+    : backend_(std::move(backend)), device_name_(std::move(device_name)), caching_(caching) {
   LOOM_CHECK(backend_ != nullptr, "CachingAllocator for ", device_name_, ": backend is null");
 }
 
@@ -81,7 +81,9 @@ CachingAllocator::Block* CachingAllocator::find_free(bool small, StreamId stream
 CachingAllocator::Block* CachingAllocator::new_segment(bool small, StreamId stream,
                                                        size_t size) {
   size_t bytes = kSmallSegment;
-  if (!small)
+  if (!caching_)
+    bytes = size;  // the block alone
+  else if (!small)
     bytes = size < kMinLargeAlloc ? kLargeSegment
                                   : (size + kLargeRound - 1) / kLargeRound * kLargeRound;
   void* p = backend_->allocate_segment(bytes);
@@ -230,6 +232,11 @@ void CachingAllocator::free_block(Block* b) {
     delete n;
   }
   pool_of(b).insert(b);
+  // Without caching a free block (a whole segment) goes back at once, unless
+  // a capture is underway or its pool is kept (a graph's replays use it).
+  if (!caching_ && b->prev == nullptr && b->next == nullptr && captures_ == 0 &&
+      kept_pools_.count(b->stream) == 0)
+    release_segment(b);
 }
 
 void CachingAllocator::process_events(bool wait) {

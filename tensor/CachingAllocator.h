@@ -42,6 +42,12 @@
 //     frees alone and does not empty the cache to retry, empty_cache() does
 //     nothing, and a freed block used on other streams waits without events
 //     (they are recorded once no capture is underway).
+//   - caching = false (LOOM_CUDA_NO_CACHING=1 for the CUDA devices, as
+//     PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING): every block is its own
+//     segment of exactly the rounded size, returned to the backend as soon
+//     as it is free (pending events done, no capture underway, its pool not
+//     kept).  Slow; for memory checkers (compute-sanitizer, the CUDA
+//     emulator's guard pages), which then see each tensor's own bounds.
 //
 // Thread safety: every method may be called from any thread (one mutex).
 #pragma once
@@ -108,8 +114,10 @@ class CachingAllocator {
   static constexpr size_t kLargeSegment = 20 << 20;
   static constexpr size_t kLargeRound = 2 << 20;         // large segment rounding
 
-  // `device_name` ("cuda:0") appears in error messages.
-  CachingAllocator(std::unique_ptr<CachingAllocatorBackend> backend, std::string device_name);
+  // `device_name` ("cuda:0") appears in error messages; caching = false:
+  // one segment per block, returned when freed (see the policy above).
+  CachingAllocator(std::unique_ptr<CachingAllocatorBackend> backend, std::string device_name,
+                   bool caching = true);
   // Returns every segment to the backend (also ones still allocated) and
   // destroys pending events.
   ~CachingAllocator();
@@ -184,6 +192,7 @@ class CachingAllocator {
 
   std::unique_ptr<CachingAllocatorBackend> backend_;
   std::string device_name_;
+  bool caching_ = true;
   mutable std::mutex mutex_;
   Pool small_pool_;
   Pool large_pool_;

@@ -5,6 +5,7 @@
 #   tools/cuda_emu_test.sh                              # every gpu-tagged test
 #   tools/cuda_emu_test.sh //tests/tensor:cuda_gemm_test
 #   LOOM_CUDA_EMU_DEVICES=2 tools/cuda_emu_test.sh //tests/pipeline:cuda_pipe_test
+#   LOOM_CUDA_EMU_GUARD=1 LOOM_CUDA_NO_CACHING=1 tools/cuda_emu_test.sh   # bounds checks
 #
 # The emulated build has its own output base (LOOM_CUDA_EMU_OUTPUT_BASE,
 # default emu-<this checkout's path hashed> beside Bazel's own output bases,
@@ -39,4 +40,5 @@ fi
 export LOOM_CUDA_EMULATE=1
 LOOM_BAZEL_STARTUP="--output_base=$output_base ${LOOM_BAZEL_STARTUP:-}" \
   exec tools/test.sh --test_env=LOOM_CUDA_EMU_DEVICES \
-  --test_env=LOOM_CUDA_EMU_MEMORY_MB "${args[@]}"
+  --test_env=LOOM_CUDA_EMU_MEMORY_MB --test_env=LOOM_CUDA_EMU_GUARD \
+  --test_env=LOOM_CUDA_NO_CACHING "${args[@]}"

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -138,6 +139,18 @@ std::mutex g_mutex;
 std::array<CachingAllocator*, kMaxDevices> g_device{};  // leaked: live for the process
 CachingAllocator* g_pinned = nullptr;
 
+// LOOM_CUDA_NO_CACHING=1 (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING): device
+// memory without the cache, one cudaMalloc per block, so a memory checker
+// (compute-sanitizer, the CUDA emulator's guard pages) sees each tensor's
+// own bounds.  Read once.
+bool device_caching() {
+  static const bool caching = [] {
+    const char* v = std::getenv("LOOM_CUDA_NO_CACHING");
+    return v == nullptr || std::string(v).empty() || std::string(v) == "0";
+  }();
+  return caching;
+}
+
 }  // namespace
 
 CachingAllocator& device_caching_allocator(int device) {
@@ -146,7 +159,7 @@ CachingAllocator& device_caching_allocator(int device) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_device[device] == nullptr)
     g_device[device] = new CachingAllocator(std::make_unique<DeviceBackend>(device),
-                                            "cuda:" + std::to_string(device));
+                                            "cuda:" + std::to_string(device), device_caching());
   return *g_device[device];
 }
 

@@ -93,10 +93,10 @@ class FakeBackend : public CachingAllocatorBackend {
 };
 
 struct Fixture {
-  explicit Fixture(size_t capacity = 256 * kMiB) {
+  explicit Fixture(size_t capacity = 256 * kMiB, bool caching = true) {
     auto b = std::make_unique<FakeBackend>(capacity);
     fake = b.get();
-    alloc = std::make_unique<CachingAllocator>(std::move(b), "fake:0");
+    alloc = std::make_unique<CachingAllocator>(std::move(b), "fake:0", caching);
   }
   FakeBackend* fake;
   std::unique_ptr<CachingAllocator> alloc;
@@ -447,6 +447,43 @@ TEST(CachingAllocator, DoubleFreeAndForeignPointersThrow) {
   EXPECT_FALSE(f.alloc->is_allocated(a));
   f.alloc->free(b);
   EXPECT_EQ(f.alloc->stats().num_frees, 2);
+}
+
+// caching = false (LOOM_CUDA_NO_CACHING): a segment of exactly the rounded
+// size per block, returned as soon as the block is free -- after the events
+// of its other streams, and not during a capture or from a kept pool.
+TEST(CachingAllocator, WithoutCachingEachBlockIsItsOwnSegmentReturnedWhenFree) {
+  Fixture f(256 * kMiB, /*caching=*/false);
+  void* a = f.alloc->allocate(1000, 1);
+  void* b = f.alloc->allocate(3 * kMiB, 1);
+  EXPECT_EQ(f.fake->segment_allocs, 2);
+  EXPECT_EQ(f.fake->used(), 1024 + 3 * kMiB);
+  f.alloc->free(a);
+  EXPECT_EQ(f.fake->segment_frees, 1);
+  EXPECT_EQ(f.fake->used(), 3 * kMiB);
+
+  f.alloc->record_stream(b, 2);
+  f.fake->launch(2);
+  f.alloc->free(b);
+  EXPECT_EQ(f.fake->segment_frees, 1) << "returned while stream 2 may still read it";
+  f.fake->finish(2);
+  void* c = f.alloc->allocate(512, 1);  // processes the finished event
+  EXPECT_EQ(f.fake->segment_frees, 2);
+  f.alloc->free(c);
+  EXPECT_EQ(f.fake->used(), 0u);
+
+  f.alloc->begin_capture();
+  void* d = f.alloc->allocate(2048, 3);
+  f.alloc->free(d);
+  EXPECT_EQ(f.fake->used(), 2048u) << "a capture's blocks stay until it ends";
+  f.alloc->end_capture();
+  f.alloc->keep_pool(4);
+  void* e = f.alloc->allocate(4096, 4);
+  f.alloc->free(e);
+  EXPECT_EQ(f.fake->used(), 2048u + 4096u) << "a kept pool's blocks stay";
+  f.alloc->release_pool(4);
+  f.alloc->empty_cache();
+  EXPECT_EQ(f.fake->used(), 0u);
 }
 
 TEST(CachingAllocator, DestructorReturnsEverySegment) {

@@ -8,7 +8,7 @@ Before compiling, every kernel launch in the .cu and in the .cuh headers of
 the workspace it includes is rewritten:
 
     kernel<T><<<grid, block, shared, stream>>>(a, b)
- -> ::loom_emu::launch(::loom_emu::Config(grid, block, shared, stream),
+ -> ::loom_emu::launch(::loom_emu::Config(grid, block, shared, stream).at(__FILE__, __LINE__),
                        [](auto&... loom_emu_args) { kernel<T>(loom_emu_args...); }, a, b)
 
 The rewritten files go to a private folder that comes first on the include
@@ -92,7 +92,7 @@ def rewrite_launches(text):
         end = matching_paren(text, k)
         args = text[k + 1:end]
         kernel = text[start:at].strip()
-        call = ("::loom_emu::launch(::loom_emu::Config(%s), "
+        call = ("::loom_emu::launch(::loom_emu::Config(%s).at(__FILE__, __LINE__), "
                 "[](auto&... loom_emu_args) { %s(loom_emu_args...); }%s)"
                 % (config, kernel, (", " + args) if args.strip() else ""))
         # Keep the line count so compiler messages point at the right lines.

@@ -13,6 +13,7 @@
 // a signal-mask system call per switch, far too slow for millions of them.
 #include "Fibers.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -123,6 +124,8 @@ struct Block {
   void* scheduler_sp = nullptr;
   Fiber* current = nullptr;
   const std::function<void()>* body = nullptr;
+  const char* file = nullptr;  // where the kernel was launched
+  int line = 0;
   int live = 0;
   int arrived = 0;
   int or_value = 0;
@@ -274,9 +277,22 @@ uint64_t warp_exchange(unsigned mask, uint64_t bits, int source) {
   return w.answer[lane];
 }
 
-void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
+void run_grid(dim3 grid, dim3 block, const std::function<void()>& body, const char* file,
+              int line) {
+  // An alternate signal stack, so a fault report (Runtime.cpp) can run
+  // even when a fiber overflowed its own stack into the guard page.
+  static thread_local const bool alternate_stack = [] {
+    stack_t ss{};
+    ss.ss_size = 64 * 1024;
+    ss.ss_sp = mmap(nullptr, ss.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                    -1, 0);
+    return ss.ss_sp != MAP_FAILED && sigaltstack(&ss, nullptr) == 0;
+  }();
+  (void)alternate_stack;
   Block b;
   b.body = &body;
+  b.file = file;
+  b.line = line;
   Block* outer = t_block;
   t_block = &b;
   try {
@@ -291,6 +307,17 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& body) {
     throw;
   }
   t_block = outer;
+}
+
+bool describe_running_thread(char* buf, size_t size) {
+  const Block* b = t_block;
+  if (b == nullptr || b->current == nullptr) return false;
+  const ThreadPlace& p = b->current->place;
+  std::snprintf(buf, size,
+                "the kernel launched at %s:%d, block (%u, %u, %u), thread (%u, %u, %u)",
+                b->file ? b->file : "?", b->line, p.block_idx.x, p.block_idx.y,
+                p.block_idx.z, p.thread_idx.x, p.thread_idx.y, p.thread_idx.z);
+  return true;
 }
 
 }  // namespace loom_emu

@@ -1,5 +1,13 @@
 // Emulated errors, devices and memory.
 //
+// LOOM_CUDA_EMU_GUARD=1: each cudaMalloc gets its own pages with an
+// inaccessible page on either side, the block ending where the page after
+// it begins (up to its 512-byte rounding), so a kernel that reads or writes
+// past a block faults at once; the fault is reported with the launch's
+// file:line, block and thread.  With LOOM_CUDA_NO_CACHING=1 (every tensor its
+// own cudaMalloc) that covers each tensor's bounds: compute-sanitizer's
+// memcheck, roughly, on any machine.
+//
 // Devices: LOOM_CUDA_EMU_DEVICES of them (default 1), each an "H100-like"
 // sm_90 part with 132 SMs and LOOM_CUDA_EMU_MEMORY_MB of memory (default
 // 8192): cudaMalloc fails with cudaErrorMemoryAllocation past it, so
@@ -10,12 +18,17 @@
 // are in effect; copies between device and pinned memory are queued on the
 // stream.  cudaFree waits for every stream of its device first, as CUDA's
 // does.
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 
+#include "Fibers.h"
 #include "State.h"
 #include "loom_emu/Stream.h"
 
@@ -28,7 +41,63 @@ struct Allocation {
   size_t bytes;
   int device;
   Kind kind;
+  void* map_base = nullptr;  // guard mode: the mapping holding the block
+  size_t map_bytes = 0;
 };
+
+bool guard_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CUDA_EMU_GUARD");
+    return v != nullptr && *v != '\0' && std::string(v) != "0";
+  }();
+  return on;
+}
+
+struct sigaction g_previous_segv, g_previous_bus;
+
+// Names the kernel thread that faulted, then puts the previous handler back:
+// the faulting access repeats under it (by default: the process ends).
+void on_fault(int sig, siginfo_t* info, void*) {
+  char where[256];
+  if (describe_running_thread(where, sizeof(where))) {
+    char message[400];
+    const int n = std::snprintf(message, sizeof(message),
+                                "CUDA emulator: invalid memory access at %p in %s\n",
+                                info->si_addr, where);
+    if (n > 0) (void)!write(2, message, static_cast<size_t>(n));
+  }
+  sigaction(sig, sig == SIGSEGV ? &g_previous_segv : &g_previous_bus, nullptr);
+}
+
+void install_fault_report() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa{};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_previous_segv);
+    sigaction(SIGBUS, &sa, &g_previous_bus);
+  });
+}
+
+// Guard mode: [page][pages holding the block, its end at the last page's
+// end][page], the outer two inaccessible.  Returns the block; nullptr when
+// the mapping fails.
+void* map_guarded(size_t bytes, Allocation* a) {
+  const size_t page = 4096;
+  const size_t rounded = (bytes + 511) / 512 * 512;
+  const size_t body = (rounded + page - 1) / page * page;
+  void* base = mmap(nullptr, body + 2 * page, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
+  char* b = static_cast<char*>(base);
+  mprotect(b, page, PROT_NONE);
+  mprotect(b + page + body, page, PROT_NONE);
+  a->map_base = base;
+  a->map_bytes = body + 2 * page;
+  return b + page + body - rounded;
+}
 
 struct Memory {
   std::mutex mutex;
@@ -264,14 +333,21 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     used[t_device] += bytes;
   }
   void* p = nullptr;
-  if (posix_memalign(&p, 512, bytes) != 0) {
+  Allocation a{bytes, t_device, Kind::kDevice};
+  if (guard_mode()) {
+    install_fault_report();
+    p = map_guarded(bytes, &a);
+  } else if (posix_memalign(&p, 512, bytes) != 0) {
+    p = nullptr;
+  }
+  if (p == nullptr) {
     std::lock_guard<std::mutex> lock(memory().mutex);
     memory().used[t_device] -= bytes;
     return fail(cudaErrorMemoryAllocation);
   }
   std::memset(p, 0xFF, bytes);
   std::lock_guard<std::mutex> lock(memory().mutex);
-  memory().blocks[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, t_device, Kind::kDevice};
+  memory().blocks[reinterpret_cast<uintptr_t>(p)] = a;
   *ptr = p;
   return cudaSuccess;
 }
@@ -291,7 +367,10 @@ cudaError_t cudaFree(void* ptr) {
   std::lock_guard<std::mutex> lock(memory().mutex);
   memory().blocks.erase(reinterpret_cast<uintptr_t>(ptr));
   memory().used[a.device] -= a.bytes;
-  std::free(ptr);
+  if (a.map_base != nullptr)
+    munmap(a.map_base, a.map_bytes);
+  else
+    std::free(ptr);
   const cudaError_t sticky = sticky_error(a.device);  // freed all the same
   return sticky == cudaSuccess ? cudaSuccess : fail(sticky);
 }

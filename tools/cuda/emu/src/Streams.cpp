@@ -183,7 +183,11 @@ void launch_body(const Config& c, std::function<void()> body) {
     return;
   }
   const dim3 grid = c.grid, block = c.block;
-  push(s, [grid, block, body = std::move(body)] { run_grid(grid, block, body); });
+  const char* file = c.file;
+  const int line = c.line;
+  push(s, [grid, block, body = std::move(body), file, line] {
+    run_grid(grid, block, body, file, line);
+  });
 }
 
 }  // namespace loom_emu

@@ -82,8 +82,15 @@ struct Config {
   dim3 grid, block;
   size_t shared;
   CUstream_st* stream;
+  const char* file = nullptr;  // the launch's place in the source, for fault reports
+  int line = 0;
   Config(dim3 g, dim3 b, size_t s = 0, CUstream_st* st = nullptr)
       : grid(g), block(b), shared(s), stream(st) {}
+  Config& at(const char* f, int l) {
+    file = f;
+    line = l;
+    return *this;
+  }
 };
 
 // Queues `body` on the config's stream, to run once per thread of the grid;
