@@ -48,6 +48,12 @@ void reset_peak_memory_stats(int device);
 // memory) to the driver, after waiting for deferred frees.  Tensors stay
 // valid.  A no-op without CUDA.
 void empty_cache();
+// False when LOOM_CUDA_NO_CACHING is set (not empty, not "0"; PyTorch's
+// PYTORCH_NO_CUDA_MEMORY_CACHING): device memory is then not cached, one
+// cudaMalloc per block, freed at once, so a memory checker
+// (compute-sanitizer, the CUDA emulator's guard pages) sees each tensor's
+// own bounds.  Read once.  True without CUDA.
+bool device_memory_cached();
 
 // Marks `storage` (a CUDA tensor's memory, or pinned host memory) as used by
 // work queued on `stream_handle` (a cudaStream_t as an integer, 0 for the

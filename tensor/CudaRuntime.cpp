@@ -113,6 +113,7 @@ CachingAllocatorStats memory_stats(int device) {
 }
 void reset_peak_memory_stats(int device) { check_device(device, "cuda::reset_peak_memory_stats"); }
 void empty_cache() {}
+bool device_memory_cached() { return true; }
 void record_stream(const Storage&, uint64_t) { LOOM_FAIL("cuda::record_stream: ", kNoCuda); }
 void keep_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::keep_stream_pool: ", kNoCuda); }
 void release_stream_pool(int, uint64_t) { LOOM_FAIL("cuda::release_stream_pool: ", kNoCuda); }

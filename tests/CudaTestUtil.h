@@ -7,8 +7,6 @@
 #pragma once
 
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "tensor/CudaRuntime.h"
@@ -18,14 +16,6 @@ namespace loom {
 namespace testing_cuda {
 
 inline const Device kGpu(kCUDA, 0);
-
-// Whether LOOM_CUDA_NO_CACHING turns the device memory cache off (every
-// tensor its own cudaMalloc, freed at once): tests of the cache's reuse, or
-// of a path that must not wait for the device (cudaFree does), skip then.
-inline bool device_memory_uncached() {
-  const char* v = std::getenv("LOOM_CUDA_NO_CACHING");
-  return v != nullptr && *v != '\0' && std::string(v) != "0";
-}
 
 // Base fixture of every gpu-tagged test: skips each case without a GPU.
 class CudaTest : public ::testing::Test {

@@ -139,11 +139,9 @@ std::mutex g_mutex;
 std::array<CachingAllocator*, kMaxDevices> g_device{};  // leaked: live for the process
 CachingAllocator* g_pinned = nullptr;
 
-// LOOM_CUDA_NO_CACHING=1 (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING): device
-// memory without the cache, one cudaMalloc per block, so a memory checker
-// (compute-sanitizer, the CUDA emulator's guard pages) sees each tensor's
-// own bounds.  Read once.
-bool device_caching() {
+}  // namespace
+
+bool device_memory_cached() {
   static const bool caching = [] {
     const char* v = std::getenv("LOOM_CUDA_NO_CACHING");
     return v == nullptr || std::string(v).empty() || std::string(v) == "0";
@@ -151,15 +149,14 @@ bool device_caching() {
   return caching;
 }
 
-}  // namespace
-
 CachingAllocator& device_caching_allocator(int device) {
   LOOM_CHECK(device >= 0 && device < kMaxDevices, "CUDA allocator: device index ", device,
              " is out of range");
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_device[device] == nullptr)
     g_device[device] = new CachingAllocator(std::make_unique<DeviceBackend>(device),
-                                            "cuda:" + std::to_string(device), device_caching());
+                                            "cuda:" + std::to_string(device),
+                                            device_memory_cached());
   return *g_device[device];
 }
 

@@ -21,6 +21,9 @@ CachingAllocator& pinned_caching_allocator();
 void empty_all_caches();
 // True when the driver knows ptr as page-locked host memory.  Never throws.
 bool pointer_is_pinned(const void* ptr);
+// Whether device memory is cached (see tensor/CudaMemory.h, which declares it
+// for every build).
+bool device_memory_cached();
 
 }  // namespace cuda
 }  // namespace loom

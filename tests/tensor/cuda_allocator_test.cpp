@@ -5,7 +5,6 @@
 
 #include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
-#include "tests/CudaTestUtil.h"
 #include "tests/TestUtil.h"
 
 namespace loom {
@@ -28,7 +27,7 @@ TEST_F(CudaAllocator, IsTheAllocatorForCuda) {
 }
 
 TEST_F(CudaAllocator, StatsFollowAllocAndFree) {
-  if (testing_cuda::device_memory_uncached())
+  if (!cuda::device_memory_cached())
     GTEST_SKIP() << "LOOM_CUDA_NO_CACHING: the cache this checks is off";
   const auto before = cuda::memory_stats(0);
   {
@@ -47,7 +46,7 @@ TEST_F(CudaAllocator, StatsFollowAllocAndFree) {
 }
 
 TEST_F(CudaAllocator, FreedMemoryIsReused) {
-  if (testing_cuda::device_memory_uncached())
+  if (!cuda::device_memory_cached())
     GTEST_SKIP() << "LOOM_CUDA_NO_CACHING: the cache this checks is off";
   void* first = nullptr;
   {
@@ -61,7 +60,7 @@ TEST_F(CudaAllocator, FreedMemoryIsReused) {
 }
 
 TEST_F(CudaAllocator, EmptyCacheReturnsFreeSegments) {
-  if (testing_cuda::device_memory_uncached())
+  if (!cuda::device_memory_cached())
     GTEST_SKIP() << "LOOM_CUDA_NO_CACHING: the cache this checks is off";
   {
     Tensor big = empty({64 * kMiB}, TensorOptions(kUInt8).device(Device("cuda:0")));

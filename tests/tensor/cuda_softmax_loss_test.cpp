@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/CudaMemory.h"
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/StreamEvent.h"
 #include "tests/CudaGradParity.h"
@@ -175,7 +176,7 @@ TEST_F(CudaSoftmaxLoss, ClassLossBadTargetsThrowAtTheNextSyncPoint) {
 // for the device (reading a check's answer or the loss's total weight back),
 // the long kernel would have finished by the time they return.
 TEST_F(CudaSoftmaxLoss, TrainingPathDoesNotWaitForTheDevice) {
-  if (testing_cuda::device_memory_uncached())
+  if (!cuda::device_memory_cached())
     GTEST_SKIP() << "LOOM_CUDA_NO_CACHING: every free is a cudaFree, which waits for the device";
   Tensor w = sample(kFloat32, {8, 5}, 3).to(kGpu).requires_grad_(true);
   const Tensor x = sample(kFloat32, {16, 8}, 4).to(kGpu);
