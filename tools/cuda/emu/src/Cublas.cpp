@@ -24,10 +24,10 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "HostMath.h"
+#include "LiveHandles.h"
 #include "loom_emu/Stream.h"
 
 struct cublasContext {
@@ -50,21 +50,9 @@ using libs::half_to_float;
 
 // ---- handles -------------------------------------------------------------------------------
 
-struct Handles {
-  std::mutex mutex;
-  std::unordered_set<const cublasContext*> live;
-};
+using Handles = libs::LiveHandles<cublasContext>;
 
-Handles& handles() {
-  static Handles* h = new Handles();  // outlives static destructors (loom never frees handles)
-  return *h;
-}
-
-bool is_live(const cublasContext* h) {
-  if (h == nullptr) return false;
-  std::lock_guard<std::mutex> lock(handles().mutex);
-  return handles().live.count(h) != 0;
-}
+bool is_live(const cublasContext* h) { return Handles::instance().contains(h); }
 
 // ---- element types ---------------------------------------------------------------------------
 
@@ -353,21 +341,14 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
   if (cudaGetDevice(&device) != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
   auto* h = new cublasContext();
   h->device = device;
-  {
-    auto& all = loom_emu::cublas::handles();
-    std::lock_guard<std::mutex> lock(all.mutex);
-    all.live.insert(h);
-  }
+  loom_emu::cublas::Handles::instance().add(h);
   *handle = h;
   return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
-  {
-    auto& all = loom_emu::cublas::handles();
-    std::lock_guard<std::mutex> lock(all.mutex);
-    if (handle == nullptr || all.live.erase(handle) == 0) return CUBLAS_STATUS_NOT_INITIALIZED;
-  }
+  if (handle == nullptr || !loom_emu::cublas::Handles::instance().remove(handle))
+    return CUBLAS_STATUS_NOT_INITIALIZED;
   delete handle;  // queued work holds copies of what it needs, never the handle
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <unordered_set>
 
 #include "CudnnState.h"
+#include "LiveHandles.h"
 
 namespace loom_emu {
 namespace cudnn {
@@ -40,25 +40,9 @@ cudnnStatus_t fail(cudnnStatus_t status, const char* fn, const std::string& why)
 
 // ---- handles -----------------------------------------------------------------------------------
 
-namespace {
+using Handles = libs::LiveHandles<cudnnContext>;
 
-struct Handles {
-  std::mutex mutex;
-  std::unordered_set<const cudnnContext*> live;
-};
-
-Handles& handles() {
-  static Handles* h = new Handles();  // outlives static destructors (loom never frees handles)
-  return *h;
-}
-
-}  // namespace
-
-bool is_live(const cudnnContext* h) {
-  if (h == nullptr) return false;
-  std::lock_guard<std::mutex> lock(handles().mutex);
-  return handles().live.count(h) != 0;
-}
+bool is_live(const cudnnContext* h) { return Handles::instance().contains(h); }
 
 }  // namespace cudnn
 }  // namespace loom_emu
@@ -177,22 +161,14 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
     return fail(CUDNN_STATUS_NOT_INITIALIZED, "cudnnCreate", "no current CUDA device");
   auto* h = new cudnnContext();
   h->device = device;
-  {
-    auto& all = loom_emu::cudnn::handles();
-    std::lock_guard<std::mutex> lock(all.mutex);
-    all.live.insert(h);
-  }
+  loom_emu::cudnn::Handles::instance().add(h);
   *handle = h;
   return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
-  {
-    auto& all = loom_emu::cudnn::handles();
-    std::lock_guard<std::mutex> lock(all.mutex);
-    if (handle == nullptr || all.live.erase(handle) == 0)
-      return fail(CUDNN_STATUS_BAD_PARAM, "cudnnDestroy", "not a live cuDNN handle");
-  }
+  if (handle == nullptr || !loom_emu::cudnn::Handles::instance().remove(handle))
+    return fail(CUDNN_STATUS_BAD_PARAM, "cudnnDestroy", "not a live cuDNN handle");
   delete handle;  // queued work holds copies of what it needs, never the handle
   return CUDNN_STATUS_SUCCESS;
 }

@@ -102,7 +102,7 @@ void* map_guarded(size_t bytes, Allocation* a) {
 struct Memory {
   std::mutex mutex;
   std::map<uintptr_t, Allocation> blocks;  // by start address
-  std::vector<size_t> used;                // device bytes allocated, per device
+  std::vector<size_t> used = std::vector<size_t>(device_count(), 0);  // bytes, per device
 };
 
 Memory& memory() {
@@ -112,7 +112,7 @@ Memory& memory() {
 
 struct Errors {
   std::mutex mutex;
-  std::vector<cudaError_t> sticky;
+  std::vector<cudaError_t> sticky = std::vector<cudaError_t>(device_count(), cudaSuccess);
 };
 
 Errors& errors() {
@@ -176,12 +176,16 @@ cudaError_t sticky_error(int device) {
   return device >= 0 && static_cast<size_t>(device) < s.size() ? s[device] : cudaSuccess;
 }
 
+cudaError_t sticky_status(int device) {
+  const cudaError_t sticky = sticky_error(device);
+  return sticky == cudaSuccess ? cudaSuccess : fail(sticky);
+}
+
 void set_sticky_error(int device, cudaError_t error, const std::string& why) {
   std::fprintf(stderr, "CUDA emulator: device %d: %s\n", device, why.c_str());
   std::lock_guard<std::mutex> lock(errors().mutex);
-  auto& s = errors().sticky;
-  if (s.size() < static_cast<size_t>(device_count())) s.resize(device_count(), cudaSuccess);
-  if (s[device] == cudaSuccess) s[device] = error;
+  cudaError_t& sticky = errors().sticky[device];
+  if (sticky == cudaSuccess) sticky = error;
 }
 
 }  // namespace loom_emu
@@ -298,8 +302,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 cudaError_t cudaDeviceSynchronize() {
   if (check_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   drain_device(t_device);
-  const cudaError_t sticky = sticky_error(t_device);
-  return sticky == cudaSuccess ? cudaSuccess : fail(sticky);
+  return sticky_status(t_device);
 }
 
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
@@ -311,10 +314,8 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
   std::lock_guard<std::mutex> lock(memory().mutex);
-  auto& used = memory().used;
-  if (used.size() < static_cast<size_t>(device_count())) used.resize(device_count(), 0);
   *total = memory_per_device();
-  *free = *total - used[t_device];
+  *free = *total - memory().used[t_device];
   return cudaSuccess;
 }
 
@@ -322,13 +323,11 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return fail(cudaErrorInvalidValue);
   if (check_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   *ptr = nullptr;
-  const cudaError_t sticky = sticky_error(t_device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = sticky_status(t_device)) return e;
   if (bytes == 0) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lock(memory().mutex);
     auto& used = memory().used;
-    if (used.size() < static_cast<size_t>(device_count())) used.resize(device_count(), 0);
     if (used[t_device] + bytes > memory_per_device()) return fail(cudaErrorMemoryAllocation);
     used[t_device] += bytes;
   }
@@ -371,8 +370,7 @@ cudaError_t cudaFree(void* ptr) {
     munmap(a.map_base, a.map_bytes);
   else
     std::free(ptr);
-  const cudaError_t sticky = sticky_error(a.device);  // freed all the same
-  return sticky == cudaSuccess ? cudaSuccess : fail(sticky);
+  return sticky_status(a.device);  // freed all the same
 }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
@@ -439,14 +437,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (bytes == 0) return cudaSuccess;
   if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
   CUstream_st* s = resolve(stream);
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = sticky_status(s->device)) return e;
   if (is_pageable(dst) || is_pageable(src)) {
-    if (is_capturing(s)) {
-      std::lock_guard<std::mutex> lock(s->mutex);
-      s->capture_invalidated = true;
-      return fail(cudaErrorStreamCaptureUnsupported);
-    }
+    if (const cudaError_t e = refuse_if_capturing(s)) return e;
     drain(s);
     std::memcpy(dst, src, bytes);
     return cudaSuccess;
@@ -466,8 +459,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   if (bytes == 0) return cudaSuccess;
   if (ptr == nullptr) return fail(cudaErrorInvalidValue);
   CUstream_st* s = resolve(stream);
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = sticky_status(s->device)) return e;
   enqueue(s, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   return cudaSuccess;
 }

@@ -64,6 +64,8 @@ bool valid_device(int device);
 void set_last_error(cudaError_t error);
 cudaError_t fail(cudaError_t error);  // set_last_error(error), then return it
 cudaError_t sticky_error(int device);
+// sticky_error(device), also made the calling thread's last error when set.
+cudaError_t sticky_status(int device);
 void set_sticky_error(int device, cudaError_t error, const std::string& why);
 
 // The stream a handle names (0: the current device's legacy stream).
@@ -77,5 +79,8 @@ double now_ms();
 // captures the call would break.
 cudaError_t check_unsafe_call();
 bool is_capturing(CUstream_st* s);
+// For a call a capture cannot record: when s is being captured, invalidates
+// the capture and fails with cudaErrorStreamCaptureUnsupported; else cudaSuccess.
+cudaError_t refuse_if_capturing(CUstream_st* s);
 
 }  // namespace loom_emu

@@ -13,6 +13,7 @@
 #include <exception>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include "Fibers.h"
 #include "State.h"
@@ -24,7 +25,8 @@ namespace {
 struct Streams {
   std::mutex mutex;
   std::vector<CUstream_st*> all;            // never freed: destroyed streams stop their thread
-  std::vector<CUstream_st*> legacy;         // per device, made on first use
+  std::vector<CUstream_st*> legacy =  // per device, made on first use
+      std::vector<CUstream_st*>(device_count(), nullptr);
   std::vector<CUstream_st*> capturing;      // streams in a capture now
 };
 
@@ -87,6 +89,13 @@ void push(CUstream_st* s, std::function<void()> work) {
   s->changed.notify_all();
 }
 
+// Where the event's last record was queued: its stream (nullptr: never
+// recorded) and its place in that stream's count.
+std::pair<CUstream_st*, uint64_t> last_record(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(event->mutex);
+  return {event->stream, event->target};
+}
+
 // Waits on stream `s` until its completed count reaches `target`.
 void wait_for(CUstream_st* s, uint64_t target) {
   std::unique_lock<std::mutex> lock(s->mutex);
@@ -110,9 +119,8 @@ CUstream_st* resolve(cudaStream_t stream) {
   const int device = current_device();
   {
     std::lock_guard<std::mutex> lock(streams().mutex);
-    auto& legacy = streams().legacy;
-    if (legacy.size() < static_cast<size_t>(device_count())) legacy.resize(device_count(), nullptr);
-    if (legacy[device] != nullptr) return legacy[device];
+    CUstream_st* legacy = streams().legacy[device];
+    if (legacy != nullptr) return legacy;
   }
   CUstream_st* s = make_stream(device, cudaStreamDefault, 0);
   std::lock_guard<std::mutex> lock(streams().mutex);
@@ -162,7 +170,16 @@ cudaError_t check_unsafe_call() {
   return forbidden ? fail(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
-void enqueue(cudaStream_t stream, std::function<void()> work) { push(resolve(stream), std::move(work)); }
+cudaError_t refuse_if_capturing(CUstream_st* s) {
+  std::lock_guard<std::mutex> lock(s->mutex);
+  if (s->graph == nullptr) return cudaSuccess;
+  s->capture_invalidated = true;
+  return fail(cudaErrorStreamCaptureUnsupported);
+}
+
+void enqueue(cudaStream_t stream, std::function<void()> work) {
+  push(resolve(stream), std::move(work));
+}
 
 int stream_device(cudaStream_t stream) { return resolve(stream)->device; }
 
@@ -177,11 +194,7 @@ void launch_body(const Config& c, std::function<void()> body) {
     return;
   }
   CUstream_st* s = resolve(c.stream);
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) {
-    set_last_error(sticky);
-    return;
-  }
+  if (sticky_status(s->device) != cudaSuccess) return;  // the thread's last error now
   const dim3 grid = c.grid, block = c.block;
   const char* file = c.file;
   const int line = c.line;
@@ -216,26 +229,16 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CUstream_st* s = resolve(stream);
-  if (is_capturing(s)) {
-    std::lock_guard<std::mutex> lock(s->mutex);
-    s->capture_invalidated = true;
-    return fail(cudaErrorStreamCaptureUnsupported);
-  }
+  if (const cudaError_t e = refuse_if_capturing(s)) return e;
   if (check_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
   drain(s);
-  const cudaError_t sticky = sticky_error(s->device);
-  return sticky == cudaSuccess ? cudaSuccess : fail(sticky);
+  return sticky_status(s->device);
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   CUstream_st* s = resolve(stream);
-  if (is_capturing(s)) {
-    std::lock_guard<std::mutex> lock(s->mutex);
-    s->capture_invalidated = true;
-    return fail(cudaErrorStreamCaptureUnsupported);
-  }
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = refuse_if_capturing(s)) return e;
+  if (const cudaError_t e = sticky_status(s->device)) return e;
   std::lock_guard<std::mutex> lock(s->mutex);
   return s->completed >= s->enqueued ? cudaSuccess : fail(cudaErrorNotReady);
 }
@@ -248,16 +251,11 @@ cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
-  CUstream_st* source;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    source = event->stream;
-    target = event->target;
-  }
+  const std::pair<CUstream_st*, uint64_t> record = last_record(event);
+  CUstream_st* const source = record.first;
+  const uint64_t target = record.second;
   CUstream_st* s = resolve(stream);
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = sticky_status(s->device)) return e;
   if (source == nullptr) return cudaSuccess;  // never recorded: nothing to wait for
   push(s, [source, target] { wait_for(source, target); });
   return cudaSuccess;
@@ -282,8 +280,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
   CUstream_st* s = resolve(stream);
   if (s->device != event->device) return fail(cudaErrorInvalidResourceHandle);
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = sticky_status(s->device)) return e;
   if (is_capturing(s)) return cudaSuccess;  // see the file comment
   std::lock_guard<std::mutex> elock(event->mutex);
   {
@@ -301,16 +298,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (check_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
-  CUstream_st* s;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    s = event->stream;
-    target = event->target;
-  }
+  const auto [s, target] = last_record(event);
   if (s == nullptr) return cudaSuccess;
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = sticky_status(s->device)) return e;
   std::lock_guard<std::mutex> lock(s->mutex);
   return s->completed >= target ? cudaSuccess : fail(cudaErrorNotReady);
 }
@@ -318,17 +308,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
   if (check_unsafe_call() != cudaSuccess) return cudaErrorStreamCaptureUnsupported;
-  CUstream_st* s;
-  uint64_t target;
-  {
-    std::lock_guard<std::mutex> lock(event->mutex);
-    s = event->stream;
-    target = event->target;
-  }
+  const auto [s, target] = last_record(event);
   if (s == nullptr) return cudaSuccess;
   wait_for(s, target);
-  const cudaError_t sticky = sticky_error(s->device);
-  return sticky == cudaSuccess ? cudaSuccess : fail(sticky);
+  return sticky_status(s->device);
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -418,8 +401,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (exec == nullptr) return fail(cudaErrorInvalidValue);
   CUstream_st* s = resolve(stream);
-  const cudaError_t sticky = sticky_error(s->device);
-  if (sticky != cudaSuccess) return fail(sticky);
+  if (const cudaError_t e = sticky_status(s->device)) return e;
   auto work = std::make_shared<std::vector<std::function<void()>>>(exec->work);
   push(s, [work] {
     for (auto& w : *work) w();

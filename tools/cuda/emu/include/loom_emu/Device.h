@@ -121,6 +121,21 @@ T from_bits(uint64_t bits) {
   return v;
 }
 
+// The warp operations' common step: offers var, returns lane source's offer.
+template <typename T>
+T shuffle_from(unsigned mask, T var, int source) {
+  return from_bits<T>(warp_exchange(mask, to_bits(var), source));
+}
+
+// The bits of v as a To of the same size (the __float_as_uint family).
+template <typename To, typename From>
+To bit_cast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of one size");
+  To out;
+  std::memcpy(&out, &v, sizeof(To));
+  return out;
+}
+
 }  // namespace loom_emu
 
 #define threadIdx (::loom_emu::place().thread_idx)
@@ -147,30 +162,28 @@ template <typename T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32) {
   const int lane = ::loom_emu::lane_id();
   const int base = lane & ~(width - 1);
-  return ::loom_emu::from_bits<T>(
-      ::loom_emu::warp_exchange(mask, ::loom_emu::to_bits(var), base | (src_lane & (width - 1))));
+  return ::loom_emu::shuffle_from(mask, var, base | (src_lane & (width - 1)));
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
   const int lane = ::loom_emu::lane_id();
   const int within = lane % width;
-  const int source = within + static_cast<int>(delta) < width ? lane + static_cast<int>(delta) : lane;
-  return ::loom_emu::from_bits<T>(::loom_emu::warp_exchange(mask, ::loom_emu::to_bits(var), source));
+  const int d = static_cast<int>(delta);
+  return ::loom_emu::shuffle_from(mask, var, within + d < width ? lane + d : lane);
 }
 template <typename T>
 T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
   const int lane = ::loom_emu::lane_id();
   const int within = lane % width;
-  const int source = within >= static_cast<int>(delta) ? lane - static_cast<int>(delta) : lane;
-  return ::loom_emu::from_bits<T>(::loom_emu::warp_exchange(mask, ::loom_emu::to_bits(var), source));
+  const int d = static_cast<int>(delta);
+  return ::loom_emu::shuffle_from(mask, var, within >= d ? lane - d : lane);
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
   const int lane = ::loom_emu::lane_id();
   const int last = (lane & ~(width - 1)) + width - 1;  // the end of the caller's segment
   const int source = lane ^ (lane_mask & 31);
-  return ::loom_emu::from_bits<T>(::loom_emu::warp_exchange(
-      mask, ::loom_emu::to_bits(var), source <= last ? source : lane));
+  return ::loom_emu::shuffle_from(mask, var, source <= last ? source : lane);
 }
 
 // Atomics: a block's fibers share one host thread, and blocks of one grid
@@ -251,12 +264,12 @@ inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c);
 inline unsigned int __umulhi(unsigned int a, unsigned int b) {
   return static_cast<unsigned int>((static_cast<uint64_t>(a) * b) >> 32);
 }
-inline unsigned int __float_as_uint(float v) { return ::loom_emu::from_bits<unsigned int>(::loom_emu::to_bits(v)); }
-inline float __uint_as_float(unsigned int v) { return ::loom_emu::from_bits<float>(::loom_emu::to_bits(v)); }
-inline int __float_as_int(float v) { return ::loom_emu::from_bits<int>(::loom_emu::to_bits(v)); }
-inline float __int_as_float(int v) { return ::loom_emu::from_bits<float>(::loom_emu::to_bits(v)); }
-inline long long __double_as_longlong(double v) { return ::loom_emu::from_bits<long long>(::loom_emu::to_bits(v)); }
-inline double __longlong_as_double(long long v) { return ::loom_emu::from_bits<double>(::loom_emu::to_bits(v)); }
+inline unsigned int __float_as_uint(float v) { return ::loom_emu::bit_cast<unsigned int>(v); }
+inline float __uint_as_float(unsigned int v) { return ::loom_emu::bit_cast<float>(v); }
+inline int __float_as_int(float v) { return ::loom_emu::bit_cast<int>(v); }
+inline float __int_as_float(int v) { return ::loom_emu::bit_cast<float>(v); }
+inline long long __double_as_longlong(double v) { return ::loom_emu::bit_cast<long long>(v); }
+inline double __longlong_as_double(long long v) { return ::loom_emu::bit_cast<double>(v); }
 template <typename T>
 T __ldg(const T* p) {
   return *p;
