@@ -18,8 +18,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-user_root="${LOOM_BAZEL_OUTPUT_USER_ROOT:-$HOME/.cache/bazel/_bazel_${USER:-$(id -un)}}"
-output_base="${LOOM_CUDA_EMU_OUTPUT_BASE:-$user_root/emu-$(pwd -P | md5sum | cut -c1-16)}"
+output_base="${LOOM_CUDA_EMU_OUTPUT_BASE:-$(tools/output_user_root.sh)/emu-$(pwd -P | md5sum | cut -c1-16)}"
 if [[ "${1:-}" == "--print-output-base" ]]; then
   echo "$output_base"
   exit 0

@@ -21,7 +21,7 @@
 # $LOOM_BAZEL_OUTPUT_USER_ROOT, else ~/.cache/bazel/_bazel_$USER.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="${LOOM_BAZEL_OUTPUT_USER_ROOT:-$HOME/.cache/bazel/_bazel_${USER:-$(id -un)}}"
+root="$("$here/output_user_root.sh")"
 cache="${LOOM_DISK_CACHE_DIR:-$HOME/.cache/loom-bazel-disk}"
 min_free="${1:-${LOOM_MIN_FREE_GB:-20}}"
 [[ "$min_free" =~ ^[0-9]+$ ]] || { echo "free_disk: min_free_gib must be a whole number, got '$min_free'" >&2; exit 2; }

@@ -41,17 +41,17 @@ def _gencode_flags(archs):
     flags.append("-gencode=arch=compute_%d,code=[sm_%d,compute_%d]" % (top, top, top))
     return flags
 
-def _emulated_configure(ctx):
-    """@local_cuda as the emulator: its targets forward to //tools/cuda/emu."""
-    ctx.template("BUILD", Label("//tools/cuda:BUILD.emu.tpl"), {})
+def _write_defs(ctx, what, enabled, emulated, root, nvcc, include_dirs, gencode_flags):
     ctx.file("defs.bzl", "\n".join([
-        "# Written by cuda_configure: loom's CUDA emulator (LOOM_CUDA_EMULATE=1).",
-        "CUDA_ENABLED = True",
-        "CUDA_EMULATED = True",
-        "CUDA_ROOT = ''",
-        "NVCC = ''",
-        "CUDA_INCLUDE_DIRS = []",
-        "CUDA_GENCODE_FLAGS = []",
+        "# Written by cuda_configure: %s." % what,
+        "CUDA_ENABLED = %s" % enabled,
+        "CUDA_EMULATED = %s" % emulated,
+        "CUDA_ROOT = %s" % repr(root),
+        "NVCC = %s" % repr(nvcc),
+        "# Header folders nvcc needs beyond its own (cuDNN, NCCL may live elsewhere).",
+        "CUDA_INCLUDE_DIRS = %s" % repr(include_dirs),
+        "# nvcc's -gencode flags for LOOM_CUDA_ARCHS.",
+        "CUDA_GENCODE_FLAGS = %s" % repr(gencode_flags),
         "",
     ]))
 
@@ -59,7 +59,9 @@ def _cuda_configure_impl(ctx):
     root = ctx.os.environ.get("CUDA_HOME", "/usr/local/cuda")
     disabled = ctx.os.environ.get("LOOM_DISABLE_CUDA", "0") == "1"
     if not disabled and ctx.os.environ.get("LOOM_CUDA_EMULATE", "0") == "1":
-        _emulated_configure(ctx)
+        # @local_cuda as the emulator: its targets forward to //tools/cuda/emu.
+        ctx.template("BUILD", Label("//tools/cuda:BUILD.emu.tpl"), {})
+        _write_defs(ctx, "loom's CUDA emulator (LOOM_CUDA_EMULATE=1)", True, True, "", "", [], [])
         return
     nvcc = root + "/bin/nvcc"
     include_dirs = []
@@ -105,18 +107,16 @@ def _cuda_configure_impl(ctx):
             "%{linkopts_nccl}": "[]",
             "%{defines}": "[]",
         })
-    ctx.file("defs.bzl", "\n".join([
-        "# Written by cuda_configure: what this machine has.",
-        "CUDA_ENABLED = %s" % found,
-        "CUDA_EMULATED = False",
-        "CUDA_ROOT = %s" % repr(root if found else ""),
-        "NVCC = %s" % repr(nvcc if found else ""),
-        "# Header folders nvcc needs beyond its own (cuDNN, NCCL may live elsewhere).",
-        "CUDA_INCLUDE_DIRS = %s" % repr(include_dirs if found else []),
-        "# nvcc's -gencode flags for LOOM_CUDA_ARCHS.",
-        "CUDA_GENCODE_FLAGS = %s" % repr(_gencode_flags(ctx.os.environ.get("LOOM_CUDA_ARCHS", "90"))),
-        "",
-    ]))
+    _write_defs(
+        ctx,
+        "what this machine has",
+        found,
+        False,
+        root if found else "",
+        nvcc if found else "",
+        include_dirs if found else [],
+        _gencode_flags(ctx.os.environ.get("LOOM_CUDA_ARCHS", "90")),
+    )
 
 cuda_configure = repository_rule(
     implementation = _cuda_configure_impl,

@@ -18,7 +18,14 @@ by name, with an rpath to the toolkit), whose LOOM_WITH_CUDA define reaches
 every dependent C++ file.
 """
 
-load("@local_cuda//:defs.bzl", "CUDA_EMULATED", "CUDA_ENABLED", "CUDA_GENCODE_FLAGS", "CUDA_INCLUDE_DIRS", "NVCC")
+load(
+    "@local_cuda//:defs.bzl",
+    "CUDA_EMULATED",
+    "CUDA_ENABLED",
+    "CUDA_GENCODE_FLAGS",
+    "CUDA_INCLUDE_DIRS",
+    "NVCC",
+)
 
 # Under LOOM_CUDA_EMULATE=1 the "nvcc" is tools/cuda/emu/nvcc_emu.py: g++ on
 # the .cu files, rewritten for the emulator, whose headers are inputs too.
