@@ -1,7 +1,7 @@
 // Batch-norm kernels.  Everything is per channel: statistics are sums over
 // the N contiguous runs of S values of that channel (float32 sums of 1,024
-// values at a time, vectorised with omp simd, added in double), and every output is an affine map
-// y = a * x + b (or a * dy + b * (x - mean) + k in the backward) with
+// values at a time, vectorised with omp simd, added in double), and every
+// output is an affine map y = a * x + b (or a * dy + b * (x - mean) + k in the backward) with
 // per-channel coefficients, so each pass is one fused streaming loop.
 #include "tensor/cpu/Normalization.h"
 

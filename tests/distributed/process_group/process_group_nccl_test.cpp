@@ -61,18 +61,25 @@ class NcclOneGpu : public ::testing::Test {
   }
 };
 
-class NcclTwoGpus : public ::testing::Test {
+// Two ranks that are threads of one process, each with its own GPU.
+class NcclTwoGpusOneProcess : public ::testing::Test {
  protected:
   void SetUp() override {
-#ifdef LOOM_CUDA_EMULATED
-    const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    if (name.find("OneProcess") == std::string::npos)
-      GTEST_SKIP() << "the CUDA emulator's NCCL joins the ranks of one process only; these ranks "
-                      "are processes (tools/cuda/emu/README.md)";
-#endif
     if (visible_gpus() < 2)
       GTEST_SKIP() << "needs 2 GPUs (" << visible_gpus()
                    << " visible): NCCL cannot put two ranks of one communicator on one GPU";
+  }
+};
+
+// Two ranks that are processes, each with its own GPU.
+class NcclTwoGpus : public NcclTwoGpusOneProcess {
+ protected:
+  void SetUp() override {
+#ifdef LOOM_CUDA_EMULATED
+    GTEST_SKIP() << "the CUDA emulator's NCCL joins the ranks of one process only; these ranks "
+                    "are processes (tools/cuda/emu/README.md)";
+#endif
+    NcclTwoGpusOneProcess::SetUp();
   }
 };
 
@@ -340,7 +347,7 @@ TEST_F(NcclTwoGpus, EveryCollectiveDTypeAndOpAcrossTwoProcesses) {
 // allows it; the ranks initialise their communicator at once): the same
 // checks as the two-process case.  Under the CUDA emulator, whose NCCL joins
 // ranks of one process only, this is the two-rank case that runs.
-TEST_F(NcclTwoGpus, EveryCollectiveAcrossTwoRanksOfOneProcess) {
+TEST_F(NcclTwoGpusOneProcess, EveryCollective) {
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> failures(2);
   std::vector<std::thread> ranks;
