@@ -271,6 +271,46 @@ TEST(OneDnnConv, Bfloat16ConvolutionsMatchFloat32Rounded) {
                                                        native::kConv2dForward));
 }
 
+// oneDNN 2.6's jit_bf16_1x1 backward-data kernel (avx512_core_bf16), given
+// NHWC as it is, writes wrong input gradients when the output channels are
+// odd and an image has 30, 60, 90 or 120 pixels (every such shape of 1-40
+// output channels and 1-12 x 1-12 images; errors as large as the
+// gradients).  Such passes go through the blocked layouts instead.  Checked
+// under whichever LOOM_ONEDNN_LAYOUT is set, and re-run under each below.
+TEST(OneDnnConv, Bfloat16PointwiseBackwardDataWithOddOutputChannels) {
+  const std::vector<Case> shapes = {
+      {1, 4, 6, 5, 3, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {4, 16, 5, 6, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {2, 32, 10, 6, 17, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+      {2, 8, 10, 12, 33, 1, 1, 1, 1, 0, 0, 1, 1, 1},
+  };
+  for (const Case& k : shapes) {
+    const native::ConvGeometry g = geometry(k);
+    const Buffers in = buffers(g, 41);
+    constexpr MemoryFormat kLast = MemoryFormat::kChannelsLast;
+    const Tensor x = in.x.to(kBFloat16).contiguous(kLast), w = in.w.to(kBFloat16);
+    const Tensor go = in.go.to(kBFloat16).contiguous(kLast);
+    Tensor gi, gw, gb, gi32, gw32, gb32;
+    native::conv2d_backward(go, x, w, {1}, {0}, {1}, 1, true, false, false, gi, gw, gb);
+    native::conv2d_backward(go.to(kFloat32), x.to(kFloat32), w.to(kFloat32), {1}, {0}, {1}, 1,
+                            true, false, false, gi32, gw32, gb32);
+    ASSERT_EQ(gi.sizes(), gi32.sizes());
+    EXPECT_TRUE(AllClose(gi.to(kFloat32), gi32, 1e-2, 5e-2))
+        << shape_str({k.n, k.c, k.h, k.w}) << " to " << k.o << " channels, oneDNN "
+        << cpu::onednn::describe();
+  }
+}
+
+TEST(OneDnnConv, PointwiseBackwardDataUnderEachLayout) {
+  if (std::getenv("LOOM_ONEDNN_LAYOUT") != nullptr) GTEST_SKIP() << "layout set by the environment";
+  for (const char* layout : {"nhwc", "blocked", "matmul"})
+    EXPECT_EQ(testing::run_with_env(
+                  "/proc/self/exe", "LOOM_ONEDNN_LAYOUT", layout,
+                  "--gtest_filter=OneDnnConv.Bfloat16PointwiseBackwardDataWithOddOutputChannels"),
+              0)
+        << "LOOM_ONEDNN_LAYOUT=" << layout;
+}
+
 // LOOM_CPU_CONV=auto times each large float32 pass once per shape and keeps
 // the choice; small passes stay with loom's kernels untimed.  Pinned
 // backends never time.
