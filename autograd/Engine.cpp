@@ -258,8 +258,9 @@ void accumulate(Tensor& slot, const Tensor& grad, bool create_graph) {
     slot = grad;
     return;
   }
+  const bool dense = slot.is_contiguous() || slot.is_contiguous(MemoryFormat::kChannelsLast);
   const bool sole = slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
-                    slot.is_contiguous() && !slot.requires_grad();
+                    dense && !slot.requires_grad();
   if (sole && !create_graph && slot.dtype() == grad.dtype()) {
     NoGradGuard no_grad;
     slot.add_(grad);

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "autograd/GradMode.h"
+#include "tensor/Factory.h"
 #include "tensor/native/Copy.h"
 
 namespace loom {
@@ -66,11 +67,20 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   if (!grad.defined()) return {};
   Tensor existing = variable_.grad();
   if (!existing.defined()) {
-    // Steal the buffer when nothing else holds it; otherwise copy, so two
-    // leaves never share one .grad.
+    // .grad is laid out as the variable (channels last for a channels-last
+    // leaf, else contiguous), as PyTorch's gradient layout contract asks.
+    // Steal the buffer when nothing else holds it and it is so laid out;
+    // otherwise copy, so two leaves never share one .grad.
+    const MemoryFormat format = variable_.suggest_memory_format();
     const bool sole_owner = grad.impl_ptr().use_count() == 1 && grad.storage().use_count() == 1 &&
-                            grad.is_contiguous() && !grad.requires_grad();
-    variable_.set_grad(sole_owner ? grad.detach() : native::clone(grad));
+                            grad.is_contiguous(format) && !grad.requires_grad();
+    if (sole_owner) {
+      variable_.set_grad(grad.detach());
+    } else {
+      Tensor copy = empty(grad.sizes(), TensorOptions(grad.dtype()).device(grad.device()), format);
+      native::copy_(copy, grad);
+      variable_.set_grad(copy);
+    }
   } else if (GradMode::is_enabled()) {
     variable_.set_grad(existing + grad);  // create_graph: keep history
   } else {

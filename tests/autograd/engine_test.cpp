@@ -19,6 +19,27 @@ TEST(Engine, MulAddBackwardAccumulatesIntoLeaves) {
   EXPECT_TRUE(AllClose(a.grad(), tensor<float>({7, 8, 9})));
 }
 
+// .grad takes the leaf's layout (PyTorch's gradient layout contract): a
+// channels-last leaf gets a channels-last gradient, whatever layout the
+// gradient arrived in; a contiguous leaf a contiguous one.  The values are
+// the same either way.
+TEST(Engine, LeafGradientsTakeTheLeafsLayout) {
+  const Tensor base = random_leaf({2, 3, 4, 5}, 3).detach();
+  Tensor last = base.contiguous(MemoryFormat::kChannelsLast).requires_grad_();
+  Tensor plain = base.clone().requires_grad_();
+  const Tensor w = random_leaf({2, 3, 4, 5}, 4).detach();  // contiguous gradient of (x * w).sum()
+  (last * w).sum().backward();
+  (plain * w).sum().backward();
+  EXPECT_TRUE(last.grad().is_contiguous(MemoryFormat::kChannelsLast));
+  EXPECT_TRUE(plain.grad().is_contiguous());
+  EXPECT_TRUE(AllClose(last.grad(), w, 0, 0));
+  EXPECT_TRUE(AllClose(plain.grad(), w, 0, 0));
+  // Accumulating keeps the layout.
+  (last * w).sum().backward();
+  EXPECT_TRUE(last.grad().is_contiguous(MemoryFormat::kChannelsLast));
+  EXPECT_TRUE(AllClose(last.grad(), w * 2.0, 0, 0));
+}
+
 TEST(Engine, GradcheckBroadcastMulDiv) {
   Tensor a = random_leaf({2, 3}, 1);
   Tensor b = random_leaf({3}, 2);
