@@ -10,6 +10,7 @@ std::atomic<bool> g_matmul_allow_fp16_reduction{true};
 std::atomic<bool> g_matmul_allow_bf16_reduction{true};
 std::atomic<bool> g_cudnn_allow_tf32{true};
 std::atomic<bool> g_cudnn_benchmark{false};
+std::atomic<bool> g_cudnn_channels_last{true};
 }  // namespace
 
 void set_matmul_allow_tf32(bool allow) { g_matmul_allow_tf32 = allow; }
@@ -26,6 +27,8 @@ void set_cudnn_allow_tf32(bool allow) { g_cudnn_allow_tf32 = allow; }
 bool cudnn_allow_tf32() { return g_cudnn_allow_tf32; }
 void set_cudnn_benchmark(bool benchmark) { g_cudnn_benchmark = benchmark; }
 bool cudnn_benchmark() { return g_cudnn_benchmark; }
+void set_cudnn_channels_last(bool channels_last) { g_cudnn_channels_last = channels_last; }
+bool cudnn_channels_last() { return g_cudnn_channels_last; }
 
 }  // namespace cuda
 }  // namespace loom

@@ -34,5 +34,16 @@ bool cudnn_allow_tf32();
 void set_cudnn_benchmark(bool benchmark);
 bool cudnn_benchmark();
 
+// float16 and bfloat16 convolutions run channels last (NHWC activations,
+// OHWI weights) in cuDNN, whose tensor-core kernels read that layout as it
+// is and NCHW through transposes of their own.  Given a channels-last input
+// they keep it (and return channels-last outputs, which batch norm, max
+// pooling and the elementwise ops keep); nn::Conv2d::runs_channels_last, and
+// so loom's ResNets, convert an NCHW input once.  Default true (PyTorch
+// runs NCHW unless the model is put in torch.channels_last); false runs
+// every CUDA convolution NCHW, as before.  Has no PyTorch counterpart.
+void set_cudnn_channels_last(bool channels_last);
+bool cudnn_channels_last();
+
 }  // namespace cuda
 }  // namespace loom

@@ -1,12 +1,15 @@
 // The CUDA backend of conv2d: kernels for the dispatch slots of
 // native/Convolution.h.  native::conv2d has
 // already checked the arguments, worked out the geometry and made every
-// operand contiguous NCHW; this checks cuDNN's 32-bit limits, answers the
+// operand contiguous, NCHW or (g.channels_last) NHWC; this checks cuDNN's
+// 32-bit limits, answers the
 // empty cases itself (cuDNN rejects zero-sized descriptors: an empty output,
 // zero input channels, an empty batch), lends the launcher workspace from
 // the caching allocator (uint8 tensors on the device, freed stream-ordered
 // after the call) and passes the TF32 / benchmark switches of CudaFlags.h.
-// float16 and bfloat16 reach cuDNN as they are (conv2d_takes).
+// float16 and bfloat16 reach cuDNN as they are (conv2d_takes), channels
+// last while cudnn_channels_last is on (conv2d_channels_last): the weight
+// then goes to cuDNN as OHWI and its gradient comes back so.
 #include <climits>
 
 #include "tensor/CudaFlags.h"
@@ -71,12 +74,32 @@ class Workspaces {
   Tensor block_;  // uint8, at least the largest size asked for so far
 };
 
-// grad_output (N, O, OH * OW) summed over N and the pixels (float32
-// accumulation for 16-bit dtypes), into grad_bias.
+// The output-shaped (N, O, OH, OW) view of an output or its gradient (3-D
+// when the input was unbatched), in whichever layout it has.
+Tensor output4(const native::ConvGeometry& g, const Tensor& t) {
+  return native::view(t, {g.batch, g.out_channels, g.out_h, g.out_w});
+}
+
+// grad_output summed over N and the pixels (float32 accumulation for 16-bit
+// dtypes), into grad_bias.
 void bias_gradient(const native::ConvGeometry& g, const Tensor& grad_output,
                    const Tensor& grad_bias) {
-  const Tensor go3 = native::view(grad_output, {g.batch, g.out_channels, g.out_h * g.out_w});
-  native::copy_(grad_bias, native::sum(go3, {0, 2}, false));
+  native::copy_(grad_bias, native::sum(output4(g, grad_output), {0, 2, 3}, false));
+}
+
+// Whether loom adds the bias and sums its gradient itself (a broadcast add
+// and a float32 sum, one rounding: what cuDNN's float32 compute type gives)
+// rather than cudnnAddTensor / cudnnConvolutionBackwardBias: for bfloat16,
+// whose support there cuDNN does not document, and for channels-last
+// outputs beside the bias's NCHW (1, O, 1, 1) descriptor.
+bool own_bias(const native::ConvGeometry& g, DType dtype) {
+  return dtype == kBFloat16 || g.channels_last;
+}
+
+// The weight as cuDNN reads it: OIHW, or OHWI for a channels-last pass (one
+// copy of the weight a call, as PyTorch's weight.contiguous(memory_format)).
+Tensor weight_for(const native::ConvGeometry& g, const Tensor& weight) {
+  return g.channels_last ? native::contiguous(weight, MemoryFormat::kChannelsLast) : weight;
 }
 
 bool empty_problem(const native::ConvGeometry& g) {
@@ -90,7 +113,7 @@ void conv2d_forward_kernel(const native::ConvGeometry& g, const Tensor& input, c
                            const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
   if (empty_problem(g)) {  // no input terms: out = bias (or 0)
-    const Tensor out4 = native::view(out, {g.batch, g.out_channels, g.out_h, g.out_w});
+    const Tensor out4 = output4(g, out);
     if (bias.defined())
       native::copy_(out4, native::expand(native::view(bias, {1, g.out_channels, 1, 1}),
                                          {g.batch, g.out_channels, g.out_h, g.out_w}));
@@ -100,16 +123,12 @@ void conv2d_forward_kernel(const native::ConvGeometry& g, const Tensor& input, c
   }
   check_limits(g);
   Workspaces ws(input.device());
-  // bfloat16's bias goes through loom's broadcast add (float32 inside, one
-  // rounding: what cuDNN's float32 compute type gives), not cudnnAddTensor,
-  // whose bfloat16 support cuDNN does not document.
-  const bool own_bias = bias.defined() && input.dtype() == kBFloat16;
-  conv2d_forward(input.dtype(), g, input.data_ptr(), weight.data_ptr(),
-                 bias.defined() && !own_bias ? bias.data_ptr() : nullptr, out.data_ptr(),
+  const bool add_bias = bias.defined() && own_bias(g, input.dtype());
+  conv2d_forward(input.dtype(), g, input.data_ptr(), weight_for(g, weight).data_ptr(),
+                 bias.defined() && !add_bias ? bias.data_ptr() : nullptr, out.data_ptr(),
                  options_for(input), ws.fn());
-  if (own_bias)
-    native::binary_(native::binary_op<optable::Add>(),
-                    native::view(out, {g.batch, g.out_channels, g.out_h, g.out_w}),
+  if (add_bias)
+    native::binary_(native::binary_op<optable::Add>(), output4(g, out),
                     native::view(bias, {1, g.out_channels, 1, 1}));
 }
 
@@ -132,12 +151,19 @@ void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
   check_limits(g);
   Workspaces ws(input.device());
   auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
-  // bfloat16's bias gradient as its bias (see the forward): a float32 sum.
-  const bool own_bias = grad_bias.defined() && input.dtype() == kBFloat16;
-  conv2d_backward(input.dtype(), g, input.data_ptr(), weight.data_ptr(), grad_output.data_ptr(),
-                  ptr(grad_input), ptr(grad_weight), own_bias ? nullptr : ptr(grad_bias),
-                  options_for(input), ws.fn());
-  if (own_bias) bias_gradient(g, grad_output, grad_bias);
+  const bool sum_bias = grad_bias.defined() && own_bias(g, input.dtype());
+  // A channels-last pass writes the weight gradient OHWI, then copied into
+  // grad_weight's OIHW.
+  const Tensor gw = grad_weight.defined() && g.channels_last
+                        ? empty(grad_weight.sizes(),
+                                TensorOptions(grad_weight.dtype()).device(grad_weight.device()),
+                                MemoryFormat::kChannelsLast)
+                        : grad_weight;
+  conv2d_backward(input.dtype(), g, input.data_ptr(), weight_for(g, weight).data_ptr(),
+                  grad_output.data_ptr(), ptr(grad_input), ptr(gw),
+                  sum_bias ? nullptr : ptr(grad_bias), options_for(input), ws.fn());
+  if (!gw.is_same(grad_weight)) native::copy_(grad_weight, gw);
+  if (sum_bias) bias_gradient(g, grad_output, grad_bias);
 }
 
 // float16 and bfloat16 convolutions run in cuDNN as they are (tensor cores,
@@ -146,6 +172,15 @@ bool conv2d_takes_kernel(const native::ConvGeometry&, DType dtype, int) {
   return dtype == kFloat16 || dtype == kBFloat16;
 }
 
+// float16 and bfloat16 convolutions run channels last while
+// cudnn_channels_last is on (CudaFlags.h): cuDNN's tensor-core kernels read
+// NHWC as it is.  float32 and float64 run NCHW.
+bool conv2d_channels_last_kernel(const native::ConvGeometry&, DType dtype, int) {
+  return is_reduced_float(dtype) && cudnn_channels_last();
+}
+
+static const native::RegisterKernel reg_conv2d_channels_last(native::conv2d_channels_last_stub,
+                                                             kCUDA, &conv2d_channels_last_kernel);
 static const native::RegisterKernel reg_conv2d_takes(native::conv2d_takes_stub, kCUDA,
                                                      &conv2d_takes_kernel);
 static const native::RegisterKernel reg_conv2d_forward(native::conv2d_forward_stub, kCUDA,

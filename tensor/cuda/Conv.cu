@@ -20,7 +20,8 @@
 // (device, thread) (HandlePool.h), bound to the caller's stream per call; the
 // workspace comes from the caller (the caching allocator).  The bias is added
 // with cudnnAddTensor and its gradient is cudnnConvolutionBackwardBias when
-// the caller passes them (tensor/cuda/Conv.cpp does bfloat16's itself).
+// the caller passes them (tensor/cuda/Conv.cpp does bfloat16's and the
+// channels-last ones itself).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -59,9 +60,10 @@ class TensorDesc {
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d_); }
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
-  // A contiguous (n, c, h, w) tensor.
-  void set(cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w) {
-    LOOM_CUDA_CHECK(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, type, static_cast<int>(n),
+  // A dense (n, c, h, w) tensor, NCHW or NHWC in memory.
+  void set(cudnnDataType_t type, cudnnTensorFormat_t format, int64_t n, int64_t c, int64_t h,
+           int64_t w) {
+    LOOM_CUDA_CHECK(cudnnSetTensor4dDescriptor(d_, format, type, static_cast<int>(n),
                                                static_cast<int>(c), static_cast<int>(h),
                                                static_cast<int>(w)));
   }
@@ -105,7 +107,8 @@ cudnnDataType_t data_type(DType dtype) {
 }
 
 // Everything one convolution call describes: x (N, C, H, W), w (O, C/groups,
-// kh, kw), y (N, O, OH, OW), bias (1, O, 1, 1).
+// kh, kw), y (N, O, OH, OW), bias (1, O, 1, 1); x, w and y NCHW in memory,
+// or all three NHWC with g.channels_last (the weight then OHWI).
 struct ConvDescriptors {
   TensorDesc x, y, bias;
   FilterDesc w;
@@ -116,11 +119,12 @@ struct ConvDescriptors {
     const cudnnDataType_t type = data_type(dtype);
     // 16-bit data accumulates in float32 (PyTorch's choice too).
     const cudnnDataType_t compute = type == CUDNN_DATA_DOUBLE ? type : CUDNN_DATA_FLOAT;
-    x.set(type, g.batch, g.in_channels, g.height, g.width);
-    y.set(type, g.batch, g.out_channels, g.out_h, g.out_w);
-    bias.set(type, 1, g.out_channels, 1, 1);
+    const cudnnTensorFormat_t format = g.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    x.set(type, format, g.batch, g.in_channels, g.height, g.width);
+    y.set(type, format, g.batch, g.out_channels, g.out_h, g.out_w);
+    bias.set(type, CUDNN_TENSOR_NCHW, 1, g.out_channels, 1, 1);
     LOOM_CUDA_CHECK(cudnnSetFilter4dDescriptor(
-        w.get(), type, CUDNN_TENSOR_NCHW, static_cast<int>(g.out_channels),
+        w.get(), type, format, static_cast<int>(g.out_channels),
         static_cast<int>(g.in_channels / g.groups), static_cast<int>(g.kernel_h),
         static_cast<int>(g.kernel_w)));
     LOOM_CUDA_CHECK(cudnnSetConvolution2dDescriptor(
@@ -169,6 +173,7 @@ ConvKey key_for(DType dtype, const native::ConvGeometry& g, ConvPass pass, const
   p.groups = g.groups;
   p.allow_tf32 = o.allow_tf32;
   p.benchmark = o.benchmark;
+  p.channels_last = g.channels_last;
   return make_conv_key(p);
 }
 

@@ -3,9 +3,12 @@
 //
 // Buffers are contiguous NCHW: input (N, C, H, W), weight (O, C / groups,
 // kh, kw), output (N, O, OH, OW), bias (O), of float32, float64, float16 or
-// bfloat16 (float32 accumulation for the 16-bit ones), with the
-// geometry of native::ConvGeometry (every size >= 1, each fitting in int).  Each
-// call queues its work on `stream` of `device` with this thread's cuDNN
+// bfloat16 (float32 accumulation for the 16-bit ones); with g.channels_last
+// the input, output and their gradients are NHWC and the weight and its
+// gradient OHWI (each channels-last contiguous), and there is no bias (the
+// caller adds it and sums its gradient).  The geometry is
+// native::ConvGeometry's (every size >= 1, each fitting in int).  Each call
+// queues its work on `stream` of `device` with this thread's cuDNN
 // handle and returns without waiting (except a first benchmarked shape: see
 // Conv.cu).  Throws loom::Error on a cuDNN/CUDA error.
 #pragma once

@@ -5,7 +5,7 @@
 // far too slow to repeat per call, so the choice is kept per ConvKey: every
 // input that changes which algorithms are valid or fastest (device, dtype,
 // the direction, all shapes and convolution parameters, whether TF32 is
-// allowed and whether the choice was benchmarked).  Plain C++, so CI tests the
+// allowed, whether the choice was benchmarked, and the layout).  Plain C++, so CI tests the
 // key and the cache without a GPU (tests/tensor/conv_algo_cache_test.cpp).
 #pragma once
 
@@ -24,7 +24,7 @@ enum class ConvPass : int64_t { kForward = 0, kBackwardData = 1, kBackwardFilter
 // The shape key: a flat array of every field, so equality and hashing cover
 // all of them by construction.
 struct ConvKey {
-  static constexpr size_t kFields = 19;
+  static constexpr size_t kFields = 20;
   std::array<int64_t, kFields> fields{};
   bool operator==(const ConvKey& o) const { return fields == o.fields; }
   bool operator!=(const ConvKey& o) const { return !(*this == o); }
@@ -38,6 +38,7 @@ struct ConvKeyParams {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
   bool allow_tf32 = false, benchmark = false;
+  bool channels_last = false;  // NHWC activations and OHWI weights
 };
 
 inline ConvKey make_conv_key(const ConvKeyParams& p) {
@@ -48,7 +49,7 @@ inline ConvKey make_conv_key(const ConvKeyParams& p) {
               p.kernel_w,    p.stride_h,   p.stride_w,
               p.pad_h,       p.pad_w,      p.dilation_h,
               p.dilation_w,  p.groups,     p.allow_tf32 ? 1 : 0,
-              p.benchmark ? 1 : 0};
+              p.benchmark ? 1 : 0,  p.channels_last ? 1 : 0};
   return k;
 }
 

@@ -61,6 +61,7 @@ TEST(ConvAlgoCache, EveryFieldChangesTheKey) {
       [](ConvKeyParams& p) { p.groups = 3; },
       [](ConvKeyParams& p) { p.allow_tf32 = true; },
       [](ConvKeyParams& p) { p.benchmark = true; },
+      [](ConvKeyParams& p) { p.channels_last = true; },
   };
   std::vector<ConvKey> keys = {base};
   for (auto mutate : mutations) {

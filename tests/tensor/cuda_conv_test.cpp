@@ -2,7 +2,8 @@
 // against the CPU convolution as the oracle: forward and all three gradients
 // through autograd, for stride, padding, dilation, groups (depthwise too),
 // rectangular kernels, odd sizes, unbatched inputs, non-contiguous inputs,
-// float32 (TF32 off), float64, float16 and bfloat16; both algorithm paths (heuristics and
+// float32 (TF32 off), float64, float16 and bfloat16 (NCHW and channels
+// last); both algorithm paths (heuristics and
 // cudnn_benchmark) and repeat calls through the algorithm cache; the empty
 // shapes cuDNN cannot take (answered by loom); errors.  Tagged gpu; every
 // case skips itself where no GPU is visible.  The cache key is host-tested in
@@ -28,14 +29,16 @@ class CudaConv : public testing_cuda::CudaTest {
     CudaTest::SetUp();
     tf32_ = cuda::cudnn_allow_tf32();
     benchmark_ = cuda::cudnn_benchmark();
+    channels_last_ = cuda::cudnn_channels_last();
     cuda::set_cudnn_allow_tf32(false);
     cuda::set_cudnn_benchmark(false);
   }
   void TearDown() override {
     cuda::set_cudnn_allow_tf32(tf32_);
     cuda::set_cudnn_benchmark(benchmark_);
+    cuda::set_cudnn_channels_last(channels_last_);
   }
-  bool tf32_ = true, benchmark_ = false;
+  bool tf32_ = true, benchmark_ = false, channels_last_ = true;
 };
 
 struct ConvCase {
@@ -94,6 +97,76 @@ TEST_F(CudaConv, HalfAndBfloat16InCudnn) {
           << dtype_name(d) << " input " << shape_str(c.input) << " weight " << shape_str(c.weight);
     }
   }
+}
+
+// float16 and bfloat16 with a channels-last input (or weight) run channels
+// last in cuDNN (NHWC activations, OHWI weights) and return channels-last
+// outputs and input gradients; the same values as the CPU, every case and
+// gradient (the bias added and summed by loom).  With cudnn_channels_last
+// off they run NCHW, as float32 does.
+TEST_F(CudaConv, ChannelsLastHalfAndBfloat16) {
+  constexpr MemoryFormat kLast = MemoryFormat::kChannelsLast;
+  for (DType d : {kFloat16, kBFloat16}) {
+    uint64_t seed = 70;
+    for (const ConvCase& c : kCases) {
+      if (c.input.size() != 4) continue;
+      std::vector<Tensor> inputs = {sample(d, c.input, seed), sample(d, c.weight, seed + 1)};
+      if (c.bias) inputs.push_back(sample(d, {c.weight[0]}, seed + 2));
+      seed += 3;
+      for (bool weight_last : {false, true}) {
+        EXPECT_TRUE(GradParity(
+            [&](const std::vector<Tensor>& in) {
+              const Tensor x = weight_last ? in[0] : in[0].contiguous(kLast);
+              const Tensor w = weight_last ? in[1].contiguous(kLast) : in[1];
+              const Tensor y = conv2d(x, w, c.bias ? in[2] : Tensor(), c.stride, c.padding,
+                                      c.dilation, c.groups);
+              EXPECT_EQ(y.dtype(), in[0].dtype());
+              // A weight of one input channel or 1x1 is NCHW too: as in
+              // PyTorch, such an ambiguous weight leaves the layout to the input.
+              const bool last = x.suggest_memory_format() == kLast ||
+                                w.suggest_memory_format() == kLast;
+              if (y.is_cuda()) EXPECT_EQ(y.is_contiguous(kLast), last) << y.describe();
+              return y;
+            },
+            inputs, d == kFloat16 ? 4e-3 : 2e-2))
+            << dtype_name(d) << " input " << shape_str(c.input) << " weight "
+            << shape_str(c.weight) << (weight_last ? " (channels-last weight)" : "");
+      }
+    }
+  }
+  // The input's gradient keeps its layout; the weight's stays OIHW.
+  const Tensor x = sample(kFloat16, {2, 8, 9, 9}, 1).to(kGpu).contiguous(kLast).requires_grad_();
+  const Tensor w = sample(kFloat16, {16, 8, 3, 3}, 2).to(kGpu).requires_grad_();
+  conv2d(x, w, Tensor(), {1}, {1}).sum().backward();
+  EXPECT_TRUE(x.grad().is_contiguous(kLast));
+  EXPECT_TRUE(w.grad().is_contiguous());
+  // Switched off: NCHW, the same values.
+  const Tensor on = native::conv2d(x.detach(), w.detach(), Tensor(), {1}, {1}, {1}, 1);
+  cuda::set_cudnn_channels_last(false);
+  const Tensor off = native::conv2d(x.detach(), w.detach(), Tensor(), {1}, {1}, {1}, 1);
+  cuda::set_cudnn_channels_last(true);
+  EXPECT_TRUE(off.is_contiguous());
+  EXPECT_TRUE(CloseScaled(on, off.cpu(), 4e-3));
+  // float32 stays NCHW.
+  const Tensor x32 = sample(kFloat32, {2, 8, 9, 9}, 3).to(kGpu).contiguous(kLast);
+  EXPECT_TRUE(native::conv2d(x32, sample(kFloat32, {16, 8, 3, 3}, 4).to(kGpu), Tensor(), {1}, {1},
+                             {1}, 1)
+                  .is_contiguous());
+}
+
+// nn::Conv2d asks whether its convolutions would run channels last, as
+// loom's ResNets do before converting their input once.
+TEST_F(CudaConv, PrefersChannelsLastForHalfAndBfloat16) {
+  const auto prefers = [](DType d) {
+    return native::conv2d_prefers_channels_last(kGpu, d, {8, 64, 56, 56}, {64, 64, 3, 3}, {1},
+                                                {1}, {1}, 1);
+  };
+  EXPECT_TRUE(prefers(kFloat16));
+  EXPECT_TRUE(prefers(kBFloat16));
+  EXPECT_FALSE(prefers(kFloat32));
+  cuda::set_cudnn_channels_last(false);
+  EXPECT_FALSE(prefers(kFloat16));
+  cuda::set_cudnn_channels_last(true);
 }
 
 TEST_F(CudaConv, BenchmarkedAlgorithmsAndRepeatCalls) {
