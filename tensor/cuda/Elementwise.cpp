@@ -4,12 +4,14 @@
 // decide dtypes and broadcasting once for both backends and pass operands
 // already of the output's shape and compute dtype;
 // here each operand's sizes and strides become one ElementwiseLayout (dims of
-// size 1 dropped, dims contiguous in every operand merged, so most layouts
-// end up 1-d and take the vectorised loop) and the raw launcher of
+// size 1 dropped, the rest ordered by stride, dims contiguous in every operand
+// merged, so most layouts -- channels last too -- end up 1-d and take the
+// vectorised loop) and the raw launcher of
 // tensor/cuda/Elementwise.h runs on the device's current stream.  A layout
 // with more than kMaxElementwiseDims unmergeable dims runs on contiguous
 // copies instead.  A CPU scalar operand (`x * 2`) becomes an immediate of the
 // layout: its value travels in the kernel's arguments.
+#include <algorithm>
 #include <vector>
 
 #include "tensor/CudaRuntime.h"
@@ -41,11 +43,22 @@ bool make_layout(const Tensor& out, const std::vector<Tensor>& ins, ElementwiseL
     ops.push_back(&t);
   }
   if (l.numel == 0) return true;
+  // The dims taken outermost first by the operands' strides (the output's
+  // first, the inputs' breaking ties), so operands all channels last, or all
+  // in any one order of dense dims, merge to one dim as contiguous ones do
+  // (an elementwise op may visit the elements in any order).
+  std::vector<int64_t> order(static_cast<size_t>(out.dim()));
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    for (const Tensor* t : ops)
+      if (t->strides()[a] != t->strides()[b]) return t->strides()[a] > t->strides()[b];
+    return false;
+  });
   // Kept dims, outermost first; d merges into the previous kept dim when every
   // operand steps over that dim exactly as far as over all of d.
   std::vector<int64_t> sizes;
   std::vector<std::vector<int64_t>> strides(ops.size());
-  for (int64_t d = 0; d < out.dim(); ++d) {
+  for (int64_t d : order) {
     const int64_t size = out.sizes()[d];
     if (size == 1) continue;
     bool merge = !sizes.empty();

@@ -145,6 +145,40 @@ TEST_F(CudaElementwise, BinaryOnStridedAndMisalignedViews) {
   }
 }
 
+// Channels-last operands (each alone the strided layout of a permuted
+// view) take the dense loop once the layout orders dims by stride: the
+// same values and the same output layout as the CPU, beside NCHW, per-channel
+// and channels-last partners, in every dtype.
+TEST_F(CudaElementwise, ChannelsLastOperands) {
+  const auto last = [](const Tensor& t) { return t.contiguous(MemoryFormat::kChannelsLast); };
+  for (BinaryOp op : {native::binary_op<optable::Add>(), native::binary_op<optable::Mul>(),
+                      native::binary_op<optable::Maximum>()})
+    for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kBool}) {
+      const Tensor a = sample(d, {2, 5, 3, 4}, 11), b = sample(d, {2, 5, 3, 4}, 12);
+      const Tensor bias = sample(d, {1, 5, 1, 1}, 13);
+      const std::vector<std::pair<std::string, std::vector<Tensor>>> pairs = {
+          {"both channels last", {last(a), last(b)}},
+          {"channels last and NCHW", {last(a), b}},
+          {"NCHW and channels last", {a, last(b)}},
+          {"channels last and a per-channel bias", {last(a), bias}},
+      };
+      for (const auto& [name, in] : pairs) {
+        EXPECT_TRUE(SameOnBoth([op](auto& t) { return binary_of(op, t); }, in))
+            << label(op, d, d, name);
+        if (!is_floating_point(d)) continue;
+        const Tensor host = binary_of(op, in);
+        const Tensor dev = binary_of(op, {in[0].to(kGpu), in[1].to(kGpu)});
+        EXPECT_EQ(dev.strides(), host.strides()) << label(op, d, d, name);
+      }
+    }
+  for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+    const Tensor x = last(sample(d, {3, 7, 5, 2}, 14));
+    EXPECT_TRUE(Parity(native::unary(native::unary_op<optable::Neg>(), x.to(kGpu), {}),
+                       native::unary(native::unary_op<optable::Neg>(), x, {})))
+        << dtype_name(d);
+  }
+}
+
 TEST_F(CudaElementwise, BinaryBroadcasts) {
   const std::vector<std::pair<IntList, IntList>> shapes = {
       {{3, 1, 7}, {5, 1}},  // both sides broadcast
