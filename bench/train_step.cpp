@@ -11,6 +11,9 @@
 // CPU).  faults_per_step is the process's page faults (getrusage, minor +
 // major) per timed step, rss_mib its peak resident set at the end.  The step ends with loss.item(), a
 // host sync, so on a GPU every step's kernels are inside its time.
+// --cudnn-channels-last 0 runs 16-bit CUDA convolutions NCHW instead of
+// channels last (cuda::set_cudnn_channels_last; CUDA lines end with
+// cudnn_channels_last=<0|1>).
 // On the CPU the line ends with onednn=<version>/<isa>: the oneDNN build and
 // the instruction set its kernels run here (avx512_core_amx where the CPU has
 // AMX tiles and the kernel grants them, avx512_core_bf16, ...).
@@ -76,6 +79,10 @@ int main(int argc, char** argv) {
   app.add_option("--amp", amp, "Autocast the forward and loss: none, bf16 or fp16")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "bf16", "fp16"}));
+  bool cudnn_channels_last = true;
+  app.add_option("--cudnn-channels-last", cudnn_channels_last,
+                 "16-bit CUDA convolutions channels last (cuda::set_cudnn_channels_last)")
+      ->capture_default_str();
   bool profile = false;
   app.add_flag("--profile", profile, "Print each phase's kernel times per step");
   CLI11_PARSE(app, argc, argv);
@@ -86,6 +93,7 @@ int main(int argc, char** argv) {
     cuda::set_matmul_allow_tf32(tf32);
     cuda::set_cudnn_allow_tf32(tf32);
     cuda::set_cudnn_benchmark(true);
+    cuda::set_cudnn_channels_last(cudnn_channels_last);
 
     std::shared_ptr<nn::Module> model;
     int64_t channels = 3;
@@ -160,7 +168,7 @@ int main(int argc, char** argv) {
     std::printf(
         "loom %s device=%s batch=%lld size=%lld threads=%d tf32=%d ms_per_step=%.2f mean=%.2f "
         "images_per_s=%.1f peak_mib=%.1f faults_per_step=%.0f rss_mib=%.0f%s "
-        "conv_onednn=%lld/%lld%s\n",
+        "conv_onednn=%lld/%lld%s%s\n",
         model_name.c_str(), device_name.c_str(), static_cast<long long>(batch),
         static_cast<long long>(size), threads, tf32 ? 1 : 0, median, mean, batch * 1000.0 / median,
         peak_mib, faults_per_step, rss_mib, amp == "none" ? "" : (" amp=" + amp).c_str(),
@@ -168,7 +176,9 @@ int main(int argc, char** argv) {
         static_cast<long long>(cpu::conv_choice_stats().decided),
         device.is_cpu()
             ? (" onednn=" + cpu::onednn::version() + "/" + cpu::onednn::effective_isa()).c_str()
-            : "");
+            : "",
+        device.is_cuda() ? (cudnn_channels_last ? " cudnn_channels_last=1" : " cudnn_channels_last=0")
+                         : "");
     if (profile) print_profile(native::stop_kernel_profile(), iters, mean);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

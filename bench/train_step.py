@@ -5,6 +5,8 @@ benchmark is on (as in loom's run), and peak_mib is
 torch.cuda.max_memory_allocated over the timed steps.  --amp bf16|fp16 runs
 the forward and the loss under torch.autocast (the line ends with amp=...);
 fp16 also scales the loss with torch.cuda.amp.GradScaler.
+--channels-last puts the model and input in torch.channels_last (the line
+ends with channels_last=1).
 --profile runs the timed steps under PyTorch's profiler and prints, after the
 line, each phase's time and the ops above 0.5% of the step by self CPU time
 (on CUDA: by self GPU time), in ms per step (beside bench/train_step
@@ -36,6 +38,8 @@ def main():
     ap.add_argument("--tf32", default="true", choices=["true", "false", "1", "0"])
     ap.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"])
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="model and input in torch.channels_last (PyTorch's default is NCHW)")
     a = ap.parse_args()
     tf32 = a.tf32 in ("true", "1")
     torch.set_num_threads(a.threads)
@@ -49,6 +53,9 @@ def main():
     model = make_model(a.model, a.classes).to(device)
     channels = 1 if a.model == "convnet" else 3
     x = torch.randn(a.batch, channels, a.size, a.size).to(device)
+    if a.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, a.classes, (a.batch,)).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     scaler = torch.cuda.amp.GradScaler(enabled=a.amp == "fp16")
@@ -98,7 +105,7 @@ def main():
           "images_per_s=%.1f peak_mib=%.1f faults_per_step=%.0f rss_mib=%.0f%s" % (
               a.model, a.device, a.batch, a.size, a.threads, int(tf32), median,
               statistics.mean(ms), a.batch * 1000.0 / median, peak, faults_per_step, rss_mib,
-              "" if a.amp == "none" else " amp=" + a.amp))
+              "" if a.amp == "none" else " amp=" + a.amp) + (" channels_last=1" if a.channels_last else ""))
     if prof:
         prof.__exit__(None, None, None)
         print_profile(prof, a.iters, statistics.mean(ms), cuda)

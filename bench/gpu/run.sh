@@ -213,6 +213,18 @@ mkdir -p "$work/bench"
 bench_pair resnet50 "${resnet[@]}"
 bench_pair resnet50-amp "${resnet_amp[@]}"
 bench_pair convnet "${convnet[@]}"
+# The layouts beside the pair above (loom channels last by default, PyTorch
+# NCHW): loom NCHW, and PyTorch with the model and input in channels_last.
+if ((has_gpu)); then
+  run_step bench/resnet50-amp-loom-nchw 120 "${loom[@]}" "$bin/train_step" --device "$device" \
+    "${resnet_amp[@]}" --cudnn-channels-last 0
+  [[ -n "$torch_py" ]] && run_step bench/resnet50-amp-torch-cl 120 "$torch_py" bench/train_step.py \
+    --device "$device" "${resnet_amp[@]}" --channels-last
+  for n in resnet50-amp-loom-nchw resnet50-amp-torch-cl; do
+    l=$(grep -h 'ms_per_step' "$work/bench/$n.log" 2>/dev/null | tail -1)
+    [[ -n "$l" ]] && summary "$l" || summary "$n: no result (bench/$n.log)"
+  done
+fi
 
 # ---- 4. MNIST ---------------------------------------------------------------------------
 if ((!quick)); then
