@@ -11,6 +11,7 @@
 // forward and backward, float32 and float64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -88,11 +89,13 @@ TEST(BatchNormChannelsLastPlan, FillsTheGpuOnResNetShapesAndKeepsSmallOnesWhole)
   }
   // 64 channels: 16 threads of 4 channels take a row (256 bytes of float32),
   // 16 rows at a time; one tile.
-  const BatchNormChannelsLastPlan p64 = plan_batch_norm_channels_last(nhwc(256, 64, 12544), 132, 4);
+  const BatchNormChannelsLastPlan p64 =
+      plan_batch_norm_channels_last(nhwc(256, 64, 12544), 132, 4);
   EXPECT_EQ(p64.threads_x, 16);
   EXPECT_EQ(p64.channel_tiles, 1);
   // 2048 channels: a warp of 4 channels each, 16 tiles of 128 channels.
-  const BatchNormChannelsLastPlan p2048 = plan_batch_norm_channels_last(nhwc(256, 2048, 49), 132, 4);
+  const BatchNormChannelsLastPlan p2048 =
+      plan_batch_norm_channels_last(nhwc(256, 2048, 49), 132, 4);
   EXPECT_EQ(p2048.threads_x, 32);
   EXPECT_EQ(p2048.channel_tiles, 16);
   // Odd channel counts take one channel per thread.

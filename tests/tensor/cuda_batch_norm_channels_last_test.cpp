@@ -95,10 +95,9 @@ void set_nan(const Tensor& t, int64_t i) {
 }
 
 // native::batch_norm (with the ReLU and the residual when asked) on
-// `device`, then native::batch_norm_backward of in.grad_output with the
-// needs given (through the fused ReLU's mask when relu).
-Results run_on(Device device, const Inputs& in, bool training, bool relu, bool residual,
-           std::array<bool, 3> needs = {true, true, true}) {
+// `device`, then native::batch_norm_backward of in.grad_output for every
+// gradient (through the fused ReLU's mask when relu).
+Results run_on(Device device, const Inputs& in, bool training, bool relu, bool residual) {
   Results r;
   const Tensor x = on(in.x, device), w = on(in.weight, device), b = on(in.bias, device);
   r.running_mean = in.running_mean.to(device).clone();
@@ -107,8 +106,8 @@ Results run_on(Device device, const Inputs& in, bool training, bool relu, bool r
       native::batch_norm(x, r.running_mean, r.running_var, w, b, training, 0.1, 1e-5, relu,
                          residual ? on(in.residual, device) : Tensor());
   native::batch_norm_backward(on(in.grad_output, device), x, w, r.mean, r.invstd, training,
-                              needs[0], needs[1], needs[2], r.grad_input, r.grad_weight,
-                              r.grad_bias, relu ? r.out : Tensor());
+                              true, true, true, r.grad_input, r.grad_weight, r.grad_bias,
+                              relu ? r.out : Tensor());
   return r;
 }
 
