@@ -18,7 +18,9 @@
 // they give the CPU's two-pass figures); the backward's two sums share one
 // pass.  The elementwise kernels find an element's channel with IntDivider
 // (no 64-bit division) when every index fits in 31 bits.
-// The coefficient formulas are the CPU's (tensor/cpu/Normalization.cpp).
+// The coefficient formulas are the CPU's (tensor/cpu/Normalization.cpp), in
+// BatchNormCoefficients.cuh, shared with the channels-last (NHWC) kernels of
+// BatchNormChannelsLast.cu.
 //
 // Fused as on the CPU (BatchNormShape::relu, ::residual): the forward's
 // elementwise pass adds the residual (to the batch-norm value rounded to T,
@@ -42,6 +44,7 @@
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/cuda/BatchNorm.h"
+#include "tensor/cuda/BatchNormCoefficients.cuh"
 #include "tensor/cuda/BatchNormPlan.h"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/IntDivider.h"
@@ -52,10 +55,6 @@ namespace cuda {
 namespace {
 
 using native::BatchNormShape;
-
-// The dtype of the parameters and statistics beside activations of T.
-template <typename T>
-using ParamOf = compute_type_t<T>;
 
 constexpr int kThreads = kBatchNormThreads;
 constexpr int kWarps = kThreads / 32;
@@ -119,38 +118,23 @@ __global__ void bn_stats_partial(const T* __restrict__ x, BatchNormShape s, Batc
   }
 }
 
-// One thread per channel: the tiles' sums in order, then the statistics.
+// One thread per channel: the tiles' sums in order, then the statistics
+// (BatchNormCoefficients.cuh).
 template <typename T, typename P = ParamOf<T>>
 __global__ void bn_stats_finish(const T* __restrict__ x, BatchNormShape s, int64_t splits,
                                 const double* partial, const P* weight, const P* bias,
                                 double eps, P* running_mean, P* running_var, double momentum,
                                 P* save_mean, P* save_invstd, double* coef) {
-  const int64_t C = s.channels, count = s.batch * s.spatial;
+  const int64_t C = s.channels;
   LOOM_CUDA_GRID_STRIDE(c, C) {
     double s1 = 0, s2 = 0;
     for (int64_t t = 0; t < splits; ++t) {
       s1 += partial[c * splits + t];
       s2 += partial[(C + c) * splits + t];
     }
-    const double n = static_cast<double>(count);
-    const double shift = static_cast<double>(x[c * s.spatial]);
-    const P m = static_cast<P>(shift + s1 / n);  // rounded as on the CPU
-    const double v = squared_deviations(s1, s2, n, shift, static_cast<double>(m)) / n;
-    const double is = 1.0 / sqrt(v + eps);
-    save_mean[c] = m;
-    save_invstd[c] = static_cast<P>(is);
-    const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-    const double b = bias ? static_cast<double>(bias[c]) : 0.0;
-    coef[c] = w * is;                                    // a
-    coef[C + c] = b - static_cast<double>(m) * w * is;  // shift
-    if (running_mean) {
-      const P var = static_cast<P>(v);
-      const double unbias = n / static_cast<double>(count - 1);
-      running_mean[c] = static_cast<P>((1 - momentum) * static_cast<double>(running_mean[c]) +
-                                       momentum * static_cast<double>(m));
-      running_var[c] = static_cast<P>((1 - momentum) * static_cast<double>(running_var[c]) +
-                                      momentum * static_cast<double>(var) * unbias);
-    }
+    bn_channel_stats<P>(c, C, s1, s2, static_cast<double>(x[c * s.spatial]),
+                        static_cast<double>(s.batch * s.spatial), weight, bias, eps,
+                        running_mean, running_var, momentum, save_mean, save_invstd, coef);
   }
 }
 
@@ -160,15 +144,8 @@ __global__ void bn_eval_stats(int64_t C, const P* weight, const P* bias, double 
                               const P* running_mean, const P* running_var, P* save_mean,
                               P* save_invstd, double* coef) {
   LOOM_CUDA_GRID_STRIDE(c, C) {
-    const P m = running_mean[c];
-    const P is_t = static_cast<P>(1.0 / sqrt(static_cast<double>(running_var[c]) + eps));
-    save_mean[c] = m;
-    save_invstd[c] = is_t;
-    const double is = static_cast<double>(is_t);  // the CPU applies the rounded invstd
-    const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-    const double b = bias ? static_cast<double>(bias[c]) : 0.0;
-    coef[c] = w * is;
-    coef[C + c] = b - static_cast<double>(m) * w * is;
+    bn_channel_eval_stats<P>(c, C, weight, bias, eps, running_mean, running_var, save_mean,
+                             save_invstd, coef);
   }
 }
 
@@ -198,14 +175,12 @@ __global__ void bn_apply(const T* __restrict__ x, const T* __restrict__ r, bool 
   }
 }
 
-// dy through a fused ReLU's mask: dy where the fused output y is > 0, else
-// 0 (a NaN output masks like a zero, as ReLU's backward); dy itself without
-// a fused ReLU (y null).
+// dy at `off` through the fused ReLU's mask of y (BatchNormCoefficients.cuh);
+// dy itself without a fused ReLU (y null).
 template <typename T, typename P>
 __device__ __forceinline__ P masked_grad(const T* __restrict__ dy, const T* __restrict__ y,
                                          int64_t off) {
-  if (y != nullptr && !(static_cast<P>(y[off]) > P(0))) return P(0);
-  return static_cast<P>(dy[off]);
+  return bn_masked_grad<T, P>(dy[off], y != nullptr ? y[off] : dy[off], y != nullptr);
 }
 
 // Block (tile, c): partial[0][c][tile] = sum dy, partial[1][c][tile] =
@@ -236,8 +211,8 @@ __global__ void bn_backward_partial(const T* __restrict__ dy, const T* __restric
 // One thread per channel: grad_weight/grad_bias and the dx coefficients.
 template <typename P>
 __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const double* partial,
-                                   const P* mean, const P* invstd, const P* weight,
-                                   bool training, P* grad_weight, P* grad_bias, double* coef) {
+                                   const P* invstd, const P* weight, bool training,
+                                   P* grad_weight, P* grad_bias, double* coef) {
   const int64_t C = s.channels;
   const double count = static_cast<double>(s.batch * s.spatial);
   LOOM_CUDA_GRID_STRIDE(c, C) {
@@ -246,19 +221,8 @@ __global__ void bn_backward_finish(BatchNormShape s, int64_t splits, const doubl
       sum_dy += partial[c * splits + t];
       sum_dy_xmu += partial[(C + c) * splits + t];
     }
-    const double is = static_cast<double>(invstd[c]);
-    if (grad_weight) grad_weight[c] = static_cast<P>(sum_dy_xmu * is);
-    if (grad_bias) grad_bias[c] = static_cast<P>(sum_dy);
-    const double w = weight ? static_cast<double>(weight[c]) : 1.0;
-    const double a = w * is;
-    double b = 0, k = 0;
-    if (training) {
-      b = -w * is * is * is * (sum_dy_xmu / count);
-      k = -w * is * (sum_dy / count);
-    }
-    coef[c] = a;
-    coef[C + c] = b;
-    coef[2 * C + c] = k;
+    bn_channel_backward<P>(c, C, sum_dy, sum_dy_xmu, count, invstd, weight, training,
+                           grad_weight, grad_bias, coef);
   }
 }
 
@@ -351,9 +315,8 @@ void backward(const BatchNormShape& s, const void* grad_out, const void* relu_ou
       dy, yt, xt, s, p, static_cast<const P*>(mean), partial);
   LOOM_CUDA_CHECK(cudaGetLastError());
   bn_backward_finish<P><<<blocks_for(C, kThreads), kThreads, 0, stream>>>(
-      s, p.splits(), partial, static_cast<const P*>(mean), static_cast<const P*>(invstd),
-      static_cast<const P*>(weight), training, static_cast<P*>(grad_weight),
-      static_cast<P*>(grad_bias), scratch);
+      s, p.splits(), partial, static_cast<const P*>(invstd), static_cast<const P*>(weight),
+      training, static_cast<P*>(grad_weight), static_cast<P*>(grad_bias), scratch);
   LOOM_CUDA_CHECK(cudaGetLastError());
   if (!grad_input || total == 0) return;
   const ChannelOf ch = channel_of(s);

@@ -30,8 +30,8 @@ TEST(DispatchCoverage, EveryCpuKernelHasACudaKernel) {
   if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
   // Capability slots (answer_or) about CPU-only layouts, fusions and 16-bit
   // kernels: CUDA answers "no" by leaving them empty.
-  const std::set<std::string> cpu_only = {"batch_norm_channels_last", "conv2d_channels_last",
-                                          "max_pool2d_channels_last", "max_pool2d_takes"};
+  const std::set<std::string> cpu_only = {"conv2d_channels_last", "max_pool2d_channels_last",
+                                          "max_pool2d_takes"};
   const auto cpu = filled(kCPU), cuda = filled(kCUDA);
   ASSERT_GT(cpu.size(), 40u) << "the registry missed the CPU kernels";
   std::set<std::string> cpu_names;
