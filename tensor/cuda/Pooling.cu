@@ -343,11 +343,13 @@ native::PoolGeometry images_of(const native::PoolGeometry& g) {
   return k;
 }
 
-// Whether every flat index of the launch and every divisor fits IntDivider.
+// Whether every flat index of the launch, every divisor and every window
+// position fits IntDivider (below 2^31).
 bool splits_narrow(int64_t work, const native::PoolGeometry& k) {
   const int64_t limit = int64_t{1} << 31;
   return work < limit && k.height + k.pad_h < limit && k.width + k.pad_w < limit &&
-         k.stride_h < limit && k.stride_w < limit;
+         k.stride_h < limit && k.stride_w < limit &&
+         (k.kernel_h - 1) * k.dilation_h + 1 < limit && (k.kernel_w - 1) * k.dilation_w + 1 < limit;
 }
 
 // V = kVecOf<T> where the channel count divides into groups of V and every
