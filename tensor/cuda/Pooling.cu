@@ -17,7 +17,8 @@
 // channels-last float16, 3x3 stride 2 pad 1) that is 8 threads a pixel, a
 // warp reading 4 pixels' 128-byte channel rows per tap.  Flat thread indices
 // are split by IntDivider (no 64-bit division) when the launch's work is below
-// 2^31, which it is for any ResNet batch that fits in memory.
+// 2^31 (for the stem, batches up to about 2,600 even at one channel a
+// thread), else by 64-bit division.
 //
 // The forward compares in compute_type_t<T> (float for 16-bit) tap by tap in
 // the CPU's order: the first maximum wins ties, a NaN always wins (so the
