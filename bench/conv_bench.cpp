@@ -106,8 +106,9 @@ int main(int argc, char** argv) {
     auto [y, idx] = native::max_pool2d_with_indices(x, {2, 2}, {}, {0, 0}, {1, 1}, false);
     time_it("maxpool 2x2 fwd (native)", 50,
             [&] { native::max_pool2d_with_indices(x, {2, 2}, {}, {0, 0}, {1, 1}, false); });
-    time_it("maxpool 2x2 bwd (native)", 50,
-            [&] { native::max_pool2d_backward(go, x.sizes(), idx); });
+    time_it("maxpool 2x2 bwd (native)", 50, [&] {
+      native::max_pool2d_backward(go, x.sizes(), {2, 2}, {}, {0, 0}, {1, 1}, false, idx);
+    });
     const Tensor w = ones({16}), b = zeros({16});
     Tensor rm = zeros({16}), rv = ones({16});
     time_it("batchnorm fwd (native)", 50,

@@ -1,6 +1,7 @@
 // Pooling: forward through native/Pooling, backward through its dedicated
-// kernels.  Nodes keep only what the backward needs: the input's shape and,
-// for max pooling, the argmax indices (never the input itself).
+// kernels.  Nodes keep only what the backward needs: the input's shape, the
+// window arguments and, for max pooling, the argmax indices (never the input
+// itself).
 #include "autograd/functions/Pooling.h"
 
 #include "autograd/functions/Record.h"
@@ -16,16 +17,25 @@ namespace {
 
 class MaxPool2dBackward final : public Node {
  public:
-  explicit MaxPool2dBackward(IntList input_sizes) : input_sizes_(std::move(input_sizes)) {}
+  MaxPool2dBackward(IntList input_sizes, IntList kernel_size, IntList stride, IntList padding,
+                    IntList dilation, bool ceil_mode)
+      : input_sizes_(std::move(input_sizes)),
+        kernel_size_(std::move(kernel_size)),
+        stride_(std::move(stride)),
+        padding_(std::move(padding)),
+        dilation_(std::move(dilation)),
+        ceil_mode_(ceil_mode) {}
   std::string name() const override { return "MaxPool2dBackward"; }
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
-    return {native::max_pool2d_backward(grads[0], input_sizes_, indices.unpack(*this))};
+    return {native::max_pool2d_backward(grads[0], input_sizes_, kernel_size_, stride_, padding_,
+                                        dilation_, ceil_mode_, indices.unpack(*this))};
   }
   void release_saved() override { indices.reset(); }
   SavedTensor indices;
 
  private:
-  IntList input_sizes_;
+  IntList input_sizes_, kernel_size_, stride_, padding_, dilation_;
+  bool ceil_mode_;
 };
 
 class AvgPool2dBackward final : public Node {
@@ -69,7 +79,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList 
                                                    IntList dilation, bool ceil_mode) {
   auto [out, indices] =
       native::max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode);
-  if (auto node = record<MaxPool2dBackward>({input}, {out}, input.sizes()))
+  if (auto node = record<MaxPool2dBackward>({input}, {out}, input.sizes(), kernel_size, stride,
+                                            padding, dilation, ceil_mode))
     node->indices = SavedTensor(indices, false);
   return {out, indices};
 }

@@ -152,13 +152,15 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList 
   Tensor indices = empty(shape, TensorOptions(kInt64).device(input.device()), format);
   const Tensor x = contiguous(input, format);
   max_pool2d_stub(x.device(), g, x, out, indices);
-    return {out, indices};
+  return {out, indices};
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes,
-                           const Tensor& indices) {
+                           IntList kernel_size, IntList stride, IntList padding,
+                           IntList dilation, bool ceil_mode, const Tensor& indices) {
   if (grad_output.defined() && max_pool_widens(grad_output))
-    return round_to(max_pool2d_backward(widen(grad_output), input_sizes, indices),
+    return round_to(max_pool2d_backward(widen(grad_output), input_sizes, kernel_size, stride,
+                                        padding, dilation, ceil_mode, indices),
                     grad_output.dtype());
   check_defined("max_pool2d_backward", grad_output, "grad_output");
   check_defined("max_pool2d_backward", indices, "indices");
@@ -167,24 +169,24 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes
              grad_output.describe(), ", got ", indices.describe());
   // Channels-last indices come from a channels-last forward: the gradient
   // is laid out so too.
-  PoolGeometry g;
-  if (input_sizes.size() == 4 && max_pools_channels_last(indices, grad_output.dtype())) {
+  const bool channels_last =
+      input_sizes.size() == 4 && max_pools_channels_last(indices, grad_output.dtype());
+  const MemoryFormat format = channels_last_if(channels_last);
+  Tensor grad_input = new_grad_input("max_pool2d_backward", grad_output, input_sizes, format);
+  PoolGeometry g = pool_geometry("max_pool2d_backward", grad_input, kernel_size, stride, padding,
+                                 dilation, ceil_mode);
+  if (channels_last) {
     g.channels_last = true;
     g.channels = input_sizes[1];
   }
-  const MemoryFormat format = channels_last_if(g.channels_last);
-  Tensor grad_input = new_grad_input("max_pool2d_backward", grad_output, input_sizes, format);
-  const Tensor& input = grad_input;
-  g.height = input.size(-2);
-  g.width = input.size(-1);
-  g.planes = input.numel() / (g.height * g.width);
-  g.out_h = grad_output.size(-2);
-  g.out_w = grad_output.size(-1);
-  const Tensor go = contiguous(grad_output, format);
+  const IntList pooled = pooled_shape(grad_input, g);
+  LOOM_CHECK(grad_output.sizes() == pooled, "max_pool2d_backward: expected grad_output of shape ",
+             shape_str(pooled), " for these window arguments, got ", grad_output.describe());
   check_same_device("max_pool2d_backward", grad_output, "grad_output", indices, "indices");
+  const Tensor go = contiguous(grad_output, format);
   const Tensor ix = contiguous(indices, format);
   max_pool2d_backward_stub(grad_input.device(), g, go, ix, grad_input);
-    return grad_input;
+  return grad_input;
 }
 
 Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,

@@ -14,13 +14,20 @@ namespace loom {
 namespace native {
 
 // (output, indices); indices (int64) are flat h * W + w within each plane.
+// A 4-D channels-last input gives channels-last output and indices where the
+// device's kernels take that layout (max_pool2d_channels_last_stub).
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntList kernel_size,
                                                    IntList stride, IntList padding,
                                                    IntList dilation, bool ceil_mode);
 // The backward functions take the forward input's shape and return
-// grad_input (that shape, grad_output's dtype and device).
+// grad_input (that shape, grad_output's dtype and device).  max_pool2d's
+// takes the forward's window arguments and the indices it returned for them
+// (grad_output and indices shaped like its output; throws otherwise): the
+// CUDA kernel gathers each input element's gradient from the windows that
+// can contain it, as PyTorch's max_pool2d_with_indices_backward does.
 Tensor max_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes,
-                           const Tensor& indices);
+                           IntList kernel_size, IntList stride, IntList padding,
+                           IntList dilation, bool ceil_mode, const Tensor& indices);
 
 Tensor avg_pool2d(const Tensor& input, IntList kernel_size, IntList stride, IntList padding,
                   bool ceil_mode, bool count_include_pad);
@@ -37,7 +44,8 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& in
 // Contiguous tensors shaped by g: input/grad_input (planes, H, W), out/
 // grad_output/indices (planes, OH, OW).  Max-pool indices (int64) are flat
 // h * W + w within each plane (nan wins, as in PyTorch).  Backward kernels
-// overwrite grad_input.
+// overwrite grad_input; the max-pool backward's g holds the forward's whole
+// geometry (window included) and its indices are the forward's.
 using MaxPool2dKernel = void (*)(const PoolGeometry& g, const Tensor& input, const Tensor& out,
                                  const Tensor& indices);
 using MaxPool2dBackwardKernel = void (*)(const PoolGeometry& g, const Tensor& grad_output,

@@ -228,8 +228,11 @@ TEST(ChannelsLast, MaxPoolMatchesThePlanarKernels) {
         EXPECT_EQ(ycl.dtype(), dtype);
         EXPECT_TRUE(SameValues(ycl, y)) << what;
         EXPECT_TRUE(AllClose(ixcl, ix, 0, 0)) << what;
-        const Tensor gi = native::max_pool2d_backward(go, x.sizes(), ix);
-        const Tensor gicl = native::max_pool2d_backward(go.contiguous(kCL), x.sizes(), ixcl);
+        const Tensor gi = native::max_pool2d_backward(go, x.sizes(), k.kernel, k.stride,
+                                                      k.padding, k.dilation, k.ceil, ix);
+        const Tensor gicl = native::max_pool2d_backward(go.contiguous(kCL), x.sizes(), k.kernel,
+                                                        k.stride, k.padding, k.dilation, k.ceil,
+                                                        ixcl);
         EXPECT_TRUE(is_channels_last(gicl)) << what;
         EXPECT_TRUE(AllClose(gicl, gi, 0, 0)) << what;
       }

@@ -287,7 +287,9 @@ TEST_F(CudaNormPool, PoolingErrors) {
                     "pad should be at most half");
   EXPECT_LOOM_ERROR(native::avg_pool2d(x, {5}, {}, {0}, false, true), "too small");
   auto [out, idx] = native::max_pool2d_with_indices(x, {2}, {}, {0}, {1}, false);
-  EXPECT_LOOM_ERROR(native::max_pool2d_backward(out, x.sizes(), idx.cpu()), "cuda:0", "cpu");
+  EXPECT_LOOM_ERROR(
+      native::max_pool2d_backward(out, x.sizes(), {2}, {}, {0}, {1}, false, idx.cpu()), "cuda:0",
+      "cpu");
 }
 
 }  // namespace

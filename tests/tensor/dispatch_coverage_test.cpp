@@ -7,12 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <set>
 #include <string>
 
 #include "tensor/CudaRuntime.h"
 #include "tensor/native/Copy.h"
 #include "tensor/native/DispatchStub.h"
+#include "tensor/native/Pooling.h"
 
 namespace loom {
 namespace {
@@ -28,22 +28,12 @@ std::map<const void*, std::string> filled(DeviceType type) {
 
 TEST(DispatchCoverage, EveryCpuKernelHasACudaKernel) {
   if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
-  // Capability slots (answer_or) about CPU-only layouts, fusions and 16-bit
-  // kernels: CUDA answers "no" by leaving them empty.
-  const std::set<std::string> cpu_only = {"conv2d_channels_last", "max_pool2d_channels_last",
-                                          "max_pool2d_takes"};
+  // Every slot, the capability slots (answer_or: layouts, fusions, 16-bit
+  // kernels) too: CUDA answers each itself, channels-last convolutions,
+  // batch norm and max pooling included.
   const auto cpu = filled(kCPU), cuda = filled(kCUDA);
   ASSERT_GT(cpu.size(), 40u) << "the registry missed the CPU kernels";
-  std::set<std::string> cpu_names;
-  for (const auto& [slot, op] : cpu) {
-    cpu_names.insert(op);
-    if (cpu_only.count(op) == 0) {
-      EXPECT_EQ(cuda.count(slot), 1u) << op << " has no CUDA kernel";
-    }
-  }
-  for (const std::string& op : cpu_only)
-    EXPECT_EQ(cpu_names.count(op), 1u)
-        << op << " is listed as CPU-only but the CPU does not fill it";
+  for (const auto& [slot, op] : cpu) EXPECT_EQ(cuda.count(slot), 1u) << op << " has no CUDA kernel";
   for (const auto& [slot, op] : cuda)
     EXPECT_EQ(cpu.count(slot), 1u) << op << " has a CUDA kernel but no CPU one";
 }
@@ -59,6 +49,22 @@ TEST(DispatchCoverage, SixteenBitElementwiseKernels) {
   EXPECT_TRUE(native::elementwise_takes(Device(kCUDA, 0), kFloat16));
   EXPECT_TRUE(native::elementwise_takes(Device(kCUDA, 0), kBFloat16));
   EXPECT_FALSE(native::elementwise_takes(Device(kCUDA, 0), kFloat32));
+}
+
+// CUDA's max pooling takes every floating dtype as it is, in both layouts;
+// the CPU's takes bfloat16 (float16 through float32 copies) and channels
+// last for float32, float64 and bfloat16.
+TEST(DispatchCoverage, MaxPoolKernels) {
+  EXPECT_TRUE(native::max_pool2d_takes_stub.answer_or(false, Device(kCPU), kBFloat16));
+  EXPECT_FALSE(native::max_pool2d_takes_stub.answer_or(false, Device(kCPU), kFloat16));
+  EXPECT_FALSE(native::max_pool2d_channels_last_stub.answer_or(false, Device(kCPU), kFloat16));
+  if (!cuda::built_with_cuda()) GTEST_SKIP() << "built without CUDA";
+  for (DType d : {kFloat16, kBFloat16})
+    EXPECT_TRUE(native::max_pool2d_takes_stub.answer_or(false, Device(kCUDA, 0), d))
+        << dtype_name(d);
+  for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16})
+    EXPECT_TRUE(native::max_pool2d_channels_last_stub.answer_or(false, Device(kCUDA, 0), d))
+        << dtype_name(d);
 }
 
 TEST(DispatchCoverage, RegistrationsNameTheirSlots) {

@@ -329,15 +329,19 @@ TEST(HalfOps, CpuBfloat16MaxPoolIsTheFloat32Result) {
     EXPECT_TRUE(SameValues(y, y32.to(kBFloat16)));
     EXPECT_TRUE(SameValues(ix, ix32));
     const Tensor g = half_sample(kBFloat16, y.sizes(), 31);
-    EXPECT_TRUE(SameValues(native::max_pool2d_backward(g, x.sizes(), ix),
-                          native::max_pool2d_backward(widened(g), x.sizes(), ix).to(kBFloat16)));
+    EXPECT_TRUE(SameValues(
+        native::max_pool2d_backward(g, x.sizes(), c.kernel, c.stride, c.padding, c.dilation,
+                                    c.ceil, ix),
+        native::max_pool2d_backward(widened(g), x.sizes(), c.kernel, c.stride, c.padding,
+                                    c.dilation, c.ceil, ix)
+            .to(kBFloat16)));
   }
   if (cpu::allocator_mode() != "caching") return;
   const Tensor big = half_sample(kBFloat16, {8, 16, 64, 64}, 32);
   cpu::reset_peak_memory_stats();
   const int64_t before = cpu::memory_allocated();
   auto [y, ix] = native::max_pool2d_with_indices(big, {3}, {2}, {1}, {1}, false);
-  const Tensor gi = native::max_pool2d_backward(y, big.sizes(), ix);
+  const Tensor gi = native::max_pool2d_backward(y, big.sizes(), {3}, {2}, {1}, {1}, false, ix);
   // The pooled output, its indices and the bfloat16 gradient; no 4-byte copies.
   EXPECT_LT(cpu::max_memory_allocated() - before, y.nbytes() + ix.nbytes() + gi.nbytes() + 65536);
 }

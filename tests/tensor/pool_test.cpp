@@ -103,7 +103,8 @@ TEST(MaxPool2d, VectorPathMatchesScalarPath) {
 TEST(MaxPool2d, BackwardScattersToArgmax) {
   auto [y, idx] = max_pool2d_with_indices(input(), {2, 2});
   const Tensor go = ones(y.sizes(), kFloat64);
-  const Tensor gi = native::max_pool2d_backward(go, input().sizes(), idx);
+  const Tensor gi = native::max_pool2d_backward(go, input().sizes(), {2, 2}, {}, {0, 0}, {1, 1},
+                                                false, idx);
   EXPECT_EQ(gi.sizes(), input().sizes());
   const auto g = gi.to_vector<double>();
   const auto ix = idx.to_vector<int64_t>();
