@@ -12,8 +12,10 @@
 #      crashes or times out counts as one failure under its name)
 #   3. training steps beside PyTorch on the same GPU: ResNet-50 batch 128
 #      224x224 TF32, ResNet-50 batch 256 with fp16 autocast + GradScaler (issue
-#      18's AMP target), the ConvNet batch 128 (PyTorch runs with the machine's
-#      own library path, not the bundle's)
+#      18's AMP target; loom channels last, PyTorch NCHW, each side's
+#      default), the ConvNet batch 128 (PyTorch runs with the machine's own
+#      library path, not the bundle's); then loom's AMP step NCHW and
+#      PyTorch's in channels_last, for what the layout is worth
 #   4. MNIST 1 epoch on cuda, eager and with --cuda-graph, beside the CPU's
 #      accuracy for the same seed (not with --quick)
 #   5. the split_size experiment on one GPU, both stages on cuda:0 (they
@@ -22,7 +24,7 @@
 #   6. the ResNet-50 fp16 AMP step op by op, loom's kernel profile beside
 #      PyTorch's profiler (not with --quick; for diagnosis)
 #   7. compute-sanitizer memcheck on the tests that cover loom's own kernels,
-#      racecheck on one (not with --quick; last, in the time that is left)
+#      racecheck on two (not with --quick; last, in the time that is left)
 # Output: $OUT/summary.txt and $OUT/results.tar.gz (every log, XML and CSV),
 # written by an EXIT trap, so they come back even when a step hangs or the
 # script is killed at its limit.  Without a GPU the same flow runs here in
@@ -326,11 +328,16 @@ if ((!quick)); then
   elif [[ -z "$sanitizer" ]]; then
     summary "compute-sanitizer: not installed on this machine"
   else
-    for t in cuda_elementwise_test cuda_norm_pool_test cuda_softmax_loss_test; do
+    for t in cuda_elementwise_test cuda_norm_pool_test cuda_batch_norm_channels_last_test \
+      cuda_max_pool_test cuda_softmax_loss_test; do
       sanitize memcheck "$t" --report-api-errors no
       ((sanitizer_unavailable)) && break
     done
-    ((sanitizer_unavailable)) || sanitize racecheck cuda_reduce_test
+    # The new shared-memory reductions first (the emulator cannot see races
+    # between a block's threads).
+    for t in cuda_batch_norm_channels_last_test cuda_reduce_test; do
+      ((sanitizer_unavailable)) || sanitize racecheck "$t"
+    done
   fi
 fi
 

@@ -1,7 +1,6 @@
 // Which kernel slots each backend fills.  In a build with CUDA every slot
-// the CPU fills must have a CUDA kernel too, except the capability slots
-// whose CPU answer is about a CPU-only layout or fusion (their empty CUDA
-// slot answers "no").  The op-table redesign (b43f8c8) once lost CUDA's
+// the CPU fills must have a CUDA kernel too, the capability slots included
+// (since CUDA runs channels last, none is CPU-only).  The op-table redesign (b43f8c8) once lost CUDA's
 // `cat` this way: nothing but a GPU run would have noticed.  Runs without a
 // GPU: registration happens at start-up either way.
 #include <gtest/gtest.h>
