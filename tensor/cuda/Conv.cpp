@@ -153,8 +153,9 @@ void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
   auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; };
   const bool sum_bias = grad_bias.defined() && own_bias(g, input.dtype());
   // A channels-last pass writes the weight gradient OHWI, then copied into
-  // grad_weight's OIHW.
-  const Tensor gw = grad_weight.defined() && g.channels_last
+  // grad_weight's OIHW (the same layout for 1x1 kernels: no copy).
+  const Tensor gw = grad_weight.defined() && g.channels_last &&
+                            !grad_weight.is_contiguous(MemoryFormat::kChannelsLast)
                         ? empty(grad_weight.sizes(),
                                 TensorOptions(grad_weight.dtype()).device(grad_weight.device()),
                                 MemoryFormat::kChannelsLast)
