@@ -160,7 +160,9 @@ void conv2d_backward_kernel(const native::ConvGeometry& g, const Tensor& input,
                                 TensorOptions(grad_weight.dtype()).device(grad_weight.device()),
                                 MemoryFormat::kChannelsLast)
                         : grad_weight;
-  conv2d_backward(input.dtype(), g, input.data_ptr(), weight_for(g, weight).data_ptr(),
+  // The weight is read by the backward-data pass alone.
+  const Tensor w = grad_input.defined() ? weight_for(g, weight) : weight;
+  conv2d_backward(input.dtype(), g, input.data_ptr(), w.data_ptr(),
                   grad_output.data_ptr(), ptr(grad_input), ptr(gw),
                   sum_bias ? nullptr : ptr(grad_bias), options_for(input), ws.fn());
   if (!gw.is_same(grad_weight)) native::copy_(grad_weight, gw);
