@@ -22,6 +22,7 @@
 #include "nn/modules/BatchNorm.h"
 #include "tensor/native/Normalization.h"
 #include "tests/BatchNormFarMean.h"
+#include "tests/CudaBatchNormFusion.h"
 #include "tests/CudaGradParity.h"
 #include "tests/HalfRounding.h"
 
@@ -260,45 +261,15 @@ TEST_F(CudaBatchNormChannelsLast, FusedReluAndResidualAreTheSeparateOps) {
   for (DType d : {kFloat32, kFloat64, kFloat16, kBFloat16})
     for (const IntList& shape : {IntList{3, 4, 5, 6}, IntList{4, 8, 32, 32}})
       for (bool training : {true, false})
-        for (bool add : {false, true}) {
-          SCOPED_TRACE(std::string(dtype_name(d)) + " " + shape_str(shape) +
-                       (training ? " train" : " eval") + (add ? " add+relu" : " relu"));
-          const DType stats = native::batch_norm_stats_dtype(d);
-          const int64_t C = shape[1];
-          const Tensor x0 = nhwc(sample(kFloat32, shape, 41).to(d).to(kGpu));
-          const Tensor r0 = nhwc(sample(kFloat32, shape, 42).to(d).to(kGpu));
-          const Tensor go = nhwc(sample(kFloat32, shape, 43).to(d).to(kGpu));
-          Tensor outs[2], rms[2];
-          std::vector<Tensor> grads[2];
-          for (int fused = 0; fused < 2; ++fused) {
-            const Tensor x = nhwc_leaf(x0), r = nhwc_leaf(r0);
-            const Tensor w = (sample(stats, {C}, 44) + 1.0).to(kGpu).requires_grad_();
-            const Tensor b = sample(stats, {C}, 45).to(kGpu).requires_grad_();
-            Tensor rm = full({C}, 0.1, TensorOptions(stats).device(kGpu));
-            Tensor rv = ones({C}, TensorOptions(stats).device(kGpu));
-            if (fused) {
-              outs[1] = add ? batch_norm_add_relu(x, r, rm, rv, w, b, training, 0.1, 1e-5)
-                            : batch_norm_relu(x, rm, rv, w, b, training, 0.1, 1e-5);
-            } else {
-              const Tensor bn = batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
-              outs[0] = (add ? bn + r : bn).relu();
-            }
-            outs[fused].backward(go);
-            rms[fused] = rm;
-            grads[fused] = {x.grad(), w.grad(), b.grad()};
-            if (add) grads[fused].push_back(r.grad());
-          }
-          ASSERT_EQ(outs[1].sizes(), outs[0].sizes());
-          EXPECT_EQ(outs[1].dtype(), d);
-          EXPECT_TRUE(IsChannelsLast(outs[1]));
-          EXPECT_TRUE(testing::AllClose(rms[1].cpu(), rms[0].cpu(), 0, 0));
-          EXPECT_TRUE(testing::AllClose(outs[1].cpu(), outs[0].cpu(), 0, 0));
-          for (size_t i = 0; i < grads[0].size(); ++i) {
-            ASSERT_EQ(grads[1][i].sizes(), grads[0][i].sizes()) << "gradient " << i;
-            EXPECT_TRUE(testing::AllClose(grads[1][i].cpu(), grads[0][i].cpu(), 0, 0))
-                << "gradient " << i;
-          }
-        }
+        for (bool add : {false, true})
+          EXPECT_TRUE(testing_cuda::FusedBatchNormIsTheSeparateOps(d, shape, training, add,
+                                                                   MemoryFormat::kChannelsLast))
+              << dtype_name(d) << " " << shape_str(shape) << (training ? " train" : " eval")
+              << (add ? " add+relu" : " relu");
+  // The fused output keeps the layout.
+  const Tensor x = nhwc(sample(kFloat32, {3, 4, 5, 6}, 46).to(kGpu));
+  EXPECT_TRUE(IsChannelsLast(batch_norm_relu(x, Tensor(), Tensor(), Tensor(), Tensor(), true,
+                                             0.1, 1e-5)));
 }
 
 // Channels-last tensors one element past an aligned address (views into a
