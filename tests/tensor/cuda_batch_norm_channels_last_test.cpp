@@ -196,7 +196,9 @@ TEST_F(CudaBatchNormChannelsLast, BackwardComputesTheGradientsAsked) {
               ASSERT_EQ(g[i].sizes(), c[i].sizes()) << "gradient " << i;
               EXPECT_TRUE(CloseScaled(g[i], c[i])) << "gradient " << i;
             }
-            if (needs[0]) EXPECT_TRUE(IsChannelsLast(g[0]));
+            if (needs[0]) {
+              EXPECT_TRUE(IsChannelsLast(g[0]));
+            }
           }
 }
 

@@ -125,7 +125,9 @@ TEST_F(CudaConv, ChannelsLastHalfAndBfloat16) {
               // PyTorch, such an ambiguous weight leaves the layout to the input.
               const bool last = x.suggest_memory_format() == kLast ||
                                 w.suggest_memory_format() == kLast;
-              if (y.is_cuda()) EXPECT_EQ(y.is_contiguous(kLast), last) << y.describe();
+              if (y.is_cuda()) {
+                EXPECT_EQ(y.is_contiguous(kLast), last) << y.describe();
+              }
               return y;
             },
             inputs, d == kFloat16 ? 4e-3 : 2e-2))
