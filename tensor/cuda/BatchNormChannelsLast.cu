@@ -41,6 +41,7 @@
 #include "tensor/cuda/BatchNormCoefficients.cuh"
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Launch.cuh"
+#include "tensor/cuda/VectorAccess.cuh"
 
 namespace loom {
 namespace cuda {
@@ -51,22 +52,6 @@ using Plan = BatchNormChannelsLastPlan;
 
 constexpr int kThreads = kBatchNormThreads;
 constexpr int kVec = kBatchNormChannelsLastVec;
-
-// V neighbouring channels of one row, moved as one aligned access.
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Channels {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ Channels<T, V> load(const T* p) {
-  return *reinterpret_cast<const Channels<T, V>*>(p);
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store(T* p, const Channels<T, V>& c) {
-  *reinterpret_cast<Channels<T, V>*>(p) = c;
-}
 
 // This thread's first channel in channel tile `tile`.
 template <int V>
@@ -123,13 +108,13 @@ __global__ void bnl_stats_partial(const T* __restrict__ x, int64_t M, int64_t C,
     const int64_t c = first_channel<V>(p, tile);
     double s1[V] = {}, s2[V] = {};
     if (c < C && M > 0) {
-      const Channels<T, V> first = load<T, V>(x + c);
+      const Vec<T, V> first = load_vec<T, V>(x + c);
       double shift[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) shift[j] = static_cast<double>(first.v[j]);
 #pragma unroll 4
       for (int64_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
-        const Channels<T, V> v = load<T, V>(x + r * C + c);
+        const Vec<T, V> v = load_vec<T, V>(x + r * C + c);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const double d = static_cast<double>(v.v[j]) - shift[j];
@@ -191,9 +176,9 @@ __global__ void bnl_apply(const T* __restrict__ x, const T* __restrict__ r, bool
     for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; row < M;
          row += stride) {
       const int64_t off = row * C + c;
-      const Channels<T, V> xv = load<T, V>(x + off);
-      const Channels<T, V> rv = r != nullptr ? load<T, V>(r + off) : xv;
-      Channels<T, V> out;
+      const Vec<T, V> xv = load_vec<T, V>(x + off);
+      const Vec<T, V> rv = r != nullptr ? load_vec<T, V>(r + off) : xv;
+      Vec<T, V> out;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         P v = static_cast<P>(xv.v[j]) * a[j] + shift[j];
@@ -201,7 +186,7 @@ __global__ void bnl_apply(const T* __restrict__ x, const T* __restrict__ r, bool
         if (relu && v < P(0)) v = P(0);
         out.v[j] = static_cast<T>(v);
       }
-      store<T, V>(y + off, out);
+      store_vec<T, V>(y + off, out);
     }
   }
 }
@@ -226,9 +211,9 @@ __global__ void bnl_backward_partial(const T* __restrict__ dy, const T* __restri
 #pragma unroll 4
       for (int64_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
         const int64_t off = r * C + c;
-        const Channels<T, V> g = load<T, V>(dy + off);
-        const Channels<T, V> xv = load<T, V>(x + off);
-        const Channels<T, V> yv = relu ? load<T, V>(y + off) : g;
+        const Vec<T, V> g = load_vec<T, V>(dy + off);
+        const Vec<T, V> xv = load_vec<T, V>(x + off);
+        const Vec<T, V> yv = relu ? load_vec<T, V>(y + off) : g;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           const double gd = static_cast<double>(bn_masked_grad<T, P>(g.v[j], yv.v[j], relu));
@@ -282,15 +267,15 @@ __global__ void bnl_backward_apply(const T* __restrict__ dy, const T* __restrict
     for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; row < M;
          row += stride) {
       const int64_t off = row * C + c;
-      const Channels<T, V> g = load<T, V>(dy + off);
-      const Channels<T, V> xv = load<T, V>(x + off);
-      const Channels<T, V> yv = relu ? load<T, V>(y + off) : g;
-      Channels<T, V> out;
+      const Vec<T, V> g = load_vec<T, V>(dy + off);
+      const Vec<T, V> xv = load_vec<T, V>(x + off);
+      const Vec<T, V> yv = relu ? load_vec<T, V>(y + off) : g;
+      Vec<T, V> out;
 #pragma unroll
       for (int j = 0; j < V; ++j)
         out.v[j] = static_cast<T>(a[j] * bn_masked_grad<T, P>(g.v[j], yv.v[j], relu) +
                                   b[j] * (static_cast<P>(xv.v[j]) - m[j]) + k[j]);
-      store<T, V>(dx + off, out);
+      store_vec<T, V>(dx + off, out);
     }
   }
 }

@@ -26,6 +26,7 @@
 #include "tensor/cuda/Check.h"
 #include "tensor/cuda/Elementwise.h"
 #include "tensor/cuda/Launch.cuh"
+#include "tensor/cuda/VectorAccess.cuh"
 
 namespace loom {
 namespace cuda {
@@ -36,15 +37,14 @@ constexpr int kThreads = 256;
 
 using cuda::as_stream;
 
-// kVec elements of T moved as one aligned access.
+// kVec elements of T moved as one access (VectorAccess.cuh).
 template <typename T>
-struct alignas(sizeof(T) * kVec) Pack {
-  T v[kVec];
-};
+using Pack = Vec<T, kVec>;
 
+// Whether p is aligned to a whole pack.
 template <typename T>
 bool pack_aligned(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % alignof(Pack<T>) == 0;
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * kVec) == 0;
 }
 
 // The value of immediate operand k.

@@ -50,6 +50,7 @@
 #include "tensor/cuda/Launch.cuh"
 #include "tensor/cuda/Pooling.h"
 #include "tensor/cuda/PoolingIndex.h"
+#include "tensor/cuda/VectorAccess.cuh"
 
 namespace loom {
 namespace cuda {
@@ -84,25 +85,9 @@ struct Split<uint32_t> {
   __host__ __device__ uint32_t div(uint32_t n) const { return d.div(n); }
 };
 
-// V values of T moved as one access (16 bytes at most, so alignment never
-// exceeds what the host checks).
-template <typename T, int V>
-struct alignas(sizeof(T) * V < 16 ? sizeof(T) * V : 16) Pack {
-  T v[V];
-};
-
 // Channels one thread takes when the channel count allows: 16 bytes of T.
 template <typename T>
 constexpr int kVecOf = static_cast<int>(16 / sizeof(T));
-
-template <typename T, int V>
-__device__ __forceinline__ Pack<T, V> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, V>*>(p);
-}
-template <typename T, int V>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T, V>& v) {
-  *reinterpret_cast<Pack<T, V>*>(p) = v;
-}
 
 // for (I j = this thread's first item; j < n; j += every thread of the grid);
 // below 2^31 + the grid's size, so uint32_t never wraps.
@@ -130,8 +115,8 @@ __global__ void max_pool_forward(native::PoolGeometry g, Split<I> by_group, Spli
     const int64_t w1 = min(ws + (g.kernel_w - 1) * g.dilation_w + 1, W);
     const T* image = input + static_cast<int64_t>(n) * H * W * channels + c0;
     C best[V];
-    Pack<T, V> value;
-    Pack<int64_t, V> at;
+    Vec<T, V> value;
+    Vec<int64_t, V> at;
     const int64_t first = h0 < h1 && w0 < w1 ? h0 * W + w0 : -1;  // -1: empty window
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -142,7 +127,7 @@ __global__ void max_pool_forward(native::PoolGeometry g, Split<I> by_group, Spli
     for (int64_t h = h0; h < h1; h += g.dilation_h)
       for (int64_t w = w0; w < w1; w += g.dilation_w) {
         const int64_t tap = h * W + w;
-        const Pack<T, V> p = load_pack<T, V>(image + tap * channels);
+        const Vec<T, V> p = load_vec<T, V>(image + tap * channels);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const C v = static_cast<C>(p.v[k]);
@@ -154,8 +139,8 @@ __global__ void max_pool_forward(native::PoolGeometry g, Split<I> by_group, Spli
         }
       }
     // Output pixel (n, oh, ow), channel c0: element j * V.
-    store_pack<T, V>(out + static_cast<int64_t>(j) * V, value);
-    store_pack<int64_t, V>(indices + static_cast<int64_t>(j) * V, at);
+    store_vec<T, V>(out + static_cast<int64_t>(j) * V, value);
+    store_vec<int64_t, V>(indices + static_cast<int64_t>(j) * V, at);
   }
 }
 
@@ -190,20 +175,20 @@ __global__ void max_pool_backward(native::PoolGeometry g, Split<I> by_group, Spl
     for (int64_t oh = rh.begin; oh < rh.end; ++oh)
       for (int64_t ow = rw.begin; ow < rw.end; ++ow) {
         const int64_t o = ((image + oh) * OW + ow) * channels + c0;
-        const Pack<int64_t, V> from = load_pack<int64_t, V>(indices + o);
+        const Vec<int64_t, V> from = load_vec<int64_t, V>(indices + o);
         bool any = false;
 #pragma unroll
         for (int k = 0; k < V; ++k) any |= from.v[k] == here;
         if (!any) continue;
-        const Pack<T, V> go = load_pack<T, V>(grad_out + o);
+        const Vec<T, V> go = load_vec<T, V>(grad_out + o);
 #pragma unroll
         for (int k = 0; k < V; ++k)
           if (from.v[k] == here) acc[k] += static_cast<Acc>(go.v[k]);
       }
-    Pack<T, V> gi;
+    Vec<T, V> gi;
 #pragma unroll
     for (int k = 0; k < V; ++k) gi.v[k] = static_cast<T>(acc[k]);
-    store_pack<T, V>(grad_input + static_cast<int64_t>(j) * V, gi);  // (n, h, w), channel c0
+    store_vec<T, V>(grad_input + static_cast<int64_t>(j) * V, gi);  // (n, h, w), channel c0
   }
 }
 
