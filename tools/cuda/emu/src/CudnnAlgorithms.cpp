@@ -159,13 +159,20 @@ cudnnStatus_t workspace_query(const char* fn, Pass pass, cudnnHandle_t handle,
   return algo_workspace(fn, pass, algo, c, bytes);
 }
 
+// The cudnnGet*AlgorithmMaxCount calls: `algorithms` into *count.
+cudnnStatus_t max_count(const char* fn, cudnnHandle_t handle, int* count, int algorithms) {
+  if (!is_live(handle) || count == nullptr)
+    return fail(CUDNN_STATUS_BAD_PARAM, fn, "not a live handle, or count NULL");
+  *count = algorithms;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 }  // namespace cudnn
 }  // namespace loom_emu
 
-using loom_emu::cudnn::fail;
-using loom_emu::cudnn::is_live;
+using loom_emu::cudnn::max_count;
 using loom_emu::cudnn::Pass;
 using loom_emu::cudnn::query;
 using loom_emu::cudnn::workspace_query;
@@ -175,11 +182,8 @@ extern "C" {
 // ---- forward -----------------------------------------------------------------------------------
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!is_live(handle) || count == nullptr)
-    return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolutionForwardAlgorithmMaxCount",
-                "not a live handle, or count NULL");
-  *count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count("cudnnGetConvolutionForwardAlgorithmMaxCount", handle, count,
+                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
@@ -213,11 +217,8 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
 // ---- backward data -----------------------------------------------------------------------------
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!is_live(handle) || count == nullptr)
-    return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolutionBackwardDataAlgorithmMaxCount",
-                "not a live handle, or count NULL");
-  *count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count("cudnnGetConvolutionBackwardDataAlgorithmMaxCount", handle, count,
+                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -253,11 +254,8 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t handle,
                                                                   int* count) {
-  if (!is_live(handle) || count == nullptr)
-    return fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount",
-                "not a live handle, or count NULL");
-  *count = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count("cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", handle, count,
+                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
