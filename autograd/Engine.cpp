@@ -258,9 +258,9 @@ void accumulate(Tensor& slot, const Tensor& grad, bool create_graph) {
     slot = grad;
     return;
   }
-  const bool dense = slot.is_contiguous() || slot.is_contiguous(MemoryFormat::kChannelsLast);
+  // Dense: contiguous, or channels last (the layout it suggests).
   const bool sole = slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 &&
-                    dense && !slot.requires_grad();
+                    slot.is_contiguous(slot.suggest_memory_format()) && !slot.requires_grad();
   if (sole && !create_graph && slot.dtype() == grad.dtype()) {
     NoGradGuard no_grad;
     slot.add_(grad);
